@@ -1,0 +1,187 @@
+#include "autograd/engine.h"
+
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "autograd/op_node.h"
+#include "ops/factory.h"
+
+namespace tg {
+namespace {
+
+// Later nodes (higher sequence numbers) run first, so every consumer runs before its producer.
+struct LaterFirst {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
+};
+
+// The gradient a root starts with: the given one (shape-checked) or 1 for a one-element output.
+Tensor root_gradient(const Tensor& out, const Tensor& given, size_t i) {
+  if (given.defined()) {
+    TG_CHECK(given.sizes() == out.sizes(), "Mismatch in shape: grad_output[", i, "] has a shape of ",
+             shape_str(given.sizes()), " and output[", i, "] has a shape of ", shape_str(out.sizes()), ".");
+    return given;
+  }
+  TG_CHECK(out.numel() == 1, "grad can be implicitly created only for scalar outputs (output ", i, " has shape ",
+           shape_str(out.sizes()), ")");
+  return ones(out.sizes(), {.dtype = out.dtype(), .device = out.device()});
+}
+
+// One backward pass over the graph reachable from the roots.
+class GraphTask {
+ public:
+  GraphTask(bool keep_graph, bool create_graph) : keep_graph_(keep_graph), create_graph_(create_graph) {}
+
+  // Gradients arriving at (node, input_nr) are stored in captures_ instead of flowing on.
+  void capture(const Edge& e, size_t slot) { capture_slots_[e.fn.get()].emplace_back(e.input_nr, slot); }
+  TensorList& captured() { return captured_; }
+
+  void run(const std::vector<Edge>& roots, TensorList root_grads, bool only_captures) {
+    count_dependencies(roots);
+    if (only_captures) mark_needed(roots);
+    std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
+    for (size_t i = 0; i < roots.size(); ++i) add_gradient(roots[i], std::move(root_grads[i]), ready);
+    GradModeGuard mode(create_graph_);
+    while (!ready.empty()) {
+      Node* node = ready.top();
+      ready.pop();
+      TensorList grads = std::move(buffers_[node]);
+      buffers_.erase(node);
+      run_pre_hooks(*node, grads);
+      store_captures(*node, grads);
+      if (only_captures && !needed_.count(node)) continue;
+      TensorList out = node->apply(std::move(grads));
+      if (!keep_graph_) node->release_saved();
+      const auto& edges = node->next_edges();
+      for (size_t i = 0; i < edges.size(); ++i) {
+        if (!edges[i].valid()) continue;
+        add_gradient(edges[i], i < out.size() ? std::move(out[i]) : Tensor(), ready);
+      }
+    }
+  }
+
+ private:
+  void count_dependencies(const std::vector<Edge>& roots) {
+    std::vector<Node*> stack;
+    std::unordered_set<Node*> seen;
+    for (const Edge& e : roots)
+      if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      for (const Edge& e : n->next_edges()) {
+        if (!e.valid()) continue;
+        ++dependencies_[e.fn.get()];
+        if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+      }
+    }
+  }
+
+  // A node is needed when running it can reach a captured edge.
+  void mark_needed(const std::vector<Edge>& roots) {
+    std::unordered_map<Node*, bool> memo;
+    std::function<bool(Node*)> visit = [&](Node* n) -> bool {
+      auto it = memo.find(n);
+      if (it != memo.end()) return it->second;
+      memo[n] = false;
+      bool needed = false;
+      for (const Edge& e : n->next_edges()) {
+        if (!e.valid()) continue;
+        if (capture_slots_.count(e.fn.get())) needed = true;
+        if (visit(e.fn.get())) needed = true;
+      }
+      memo[n] = needed;
+      if (needed) needed_.insert(n);
+      return needed;
+    };
+    for (const Edge& e : roots) visit(e.fn.get());
+  }
+
+  void add_gradient(const Edge& e, Tensor g, std::priority_queue<Node*, std::vector<Node*>, LaterFirst>& ready) {
+    Node* n = e.fn.get();
+    TensorList& buf = buffers_[n];
+    if (buf.size() <= e.input_nr) buf.resize(std::max<size_t>(e.input_nr + 1, n->output_metas().size()));
+    if (g.defined()) buf[e.input_nr] = buf[e.input_nr].defined() ? buf[e.input_nr] + g : std::move(g);
+    keep_alive_.push_back(e.fn);
+    auto dep = dependencies_.find(n);
+    if (dep == dependencies_.end() || --dep->second == 0) ready.push(n);
+  }
+
+  void run_pre_hooks(const Node& node, TensorList& grads) {
+    for (const auto& [slot, hooks] : node.pre_hooks()) {
+      if (slot >= grads.size() || !grads[slot].defined()) continue;
+      for (const GradHook& hook : hooks) {
+        Tensor replaced = hook(grads[slot]);
+        if (replaced.defined()) grads[slot] = replaced;
+      }
+    }
+  }
+
+  void store_captures(const Node& node, const TensorList& grads) {
+    auto it = capture_slots_.find(&node);
+    if (it == capture_slots_.end()) return;
+    for (auto [input_nr, slot] : it->second)
+      if (input_nr < grads.size() && grads[input_nr].defined())
+        captured_[slot] = captured_[slot].defined() ? captured_[slot] + grads[input_nr] : grads[input_nr];
+  }
+
+ public:
+  void resize_captures(size_t n) { captured_.resize(n); }
+
+ private:
+  bool keep_graph_;
+  bool create_graph_;
+  std::unordered_map<Node*, int> dependencies_;
+  std::unordered_map<Node*, TensorList> buffers_;
+  std::unordered_map<const Node*, std::vector<std::pair<uint32_t, size_t>>> capture_slots_;
+  std::unordered_set<Node*> needed_;
+  std::vector<std::shared_ptr<Node>> keep_alive_;
+  TensorList captured_;
+};
+
+// Root edges and starting gradients for a set of outputs.
+std::pair<std::vector<Edge>, TensorList> collect_roots(const TensorList& outputs, const TensorList& grad_outputs) {
+  TG_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "[backward] got ", outputs.size(),
+           " outputs but ", grad_outputs.size(), " grad_outputs; pass one gradient per output (or none)");
+  std::vector<Edge> roots;
+  TensorList grads;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    TG_CHECK(out.defined(), "[backward] output ", i, " is undefined");
+    TG_CHECK(out.requires_grad(), "element ", i, " of tensors does not require grad and does not have a grad_fn");
+    roots.push_back(gradient_edge(out));
+    grads.push_back(root_gradient(out, grad_outputs.empty() ? Tensor() : grad_outputs[i], i));
+  }
+  return {std::move(roots), std::move(grads)};
+}
+
+}  // namespace
+
+void backward(const TensorList& outputs, const TensorList& grad_outputs, bool retain_graph, bool create_graph) {
+  auto [roots, grads] = collect_roots(outputs, grad_outputs);
+  GraphTask task(retain_graph || create_graph, create_graph);
+  task.run(roots, std::move(grads), /*only_captures=*/false);
+}
+
+TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs,
+                std::optional<bool> retain_graph, bool create_graph, bool allow_unused) {
+  auto [roots, grads] = collect_roots(outputs, grad_outputs);
+  GraphTask task(retain_graph.value_or(create_graph), create_graph);
+  task.resize_captures(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TG_CHECK(inputs[i].defined() && inputs[i].requires_grad(), "[grad] input ", i,
+             " does not require grad; only tensors with requires_grad=true can be differentiated against");
+    task.capture(gradient_edge(inputs[i]), i);
+  }
+  task.run(roots, std::move(grads), /*only_captures=*/true);
+  TensorList result = std::move(task.captured());
+  for (size_t i = 0; i < result.size(); ++i) {
+    TG_CHECK(result[i].defined() || allow_unused, "[grad] one of the differentiated tensors (input ", i,
+             ") appears to not have been used in the graph. Set allow_unused=true if this is the desired behavior.");
+  }
+  return result;
+}
+
+}  // namespace tg

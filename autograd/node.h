@@ -1,0 +1,54 @@
+// Tape nodes: each maps gradients of its outputs to gradients of its inputs along its edges.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+#include "tensor/tensor_meta.h"
+
+namespace tg {
+
+class Node;
+
+// Where a gradient goes next: input `input_nr` of node `fn` (null fn: nowhere).
+struct Edge {
+  std::shared_ptr<Node> fn;
+  uint32_t input_nr = 0;
+  bool valid() const { return fn != nullptr; }
+};
+
+// A step of the backward pass.
+class Node : public std::enable_shared_from_this<Node> {
+ public:
+  Node();
+  virtual ~Node() = default;
+  // Gradients w.r.t. this node's inputs (one per next edge) from gradients w.r.t. its outputs.
+  virtual TensorList apply(TensorList&& grad_outputs) = 0;
+  // The node's name as PyTorch prints it, e.g. "MulBackward0".
+  virtual std::string name() const = 0;
+  // Drops saved tensors after a backward that does not retain the graph.
+  virtual void release_saved() {}
+
+  const std::vector<Edge>& next_edges() const { return next_edges_; }
+  std::vector<Edge>& mutable_next_edges() { return next_edges_; }
+  // Order of creation; the engine runs later nodes first, and graphs map backward ops to it.
+  uint64_t sequence_nr() const { return sequence_nr_; }
+  // Metadata of each output this node receives a gradient for (to check and zero-fill grads).
+  std::vector<TensorMeta>& output_metas() { return output_metas_; }
+
+  // Hooks run on the gradient arriving for output `output_nr` before apply().
+  void add_pre_hook(uint32_t output_nr, GradHook hook) { pre_hooks_[output_nr].push_back(std::move(hook)); }
+  const std::map<uint32_t, std::vector<GradHook>>& pre_hooks() const { return pre_hooks_; }
+
+ private:
+  std::vector<Edge> next_edges_;
+  std::vector<TensorMeta> output_metas_;
+  std::map<uint32_t, std::vector<GradHook>> pre_hooks_;
+  uint64_t sequence_nr_;
+};
+
+}  // namespace tg

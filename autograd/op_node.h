@@ -1,0 +1,47 @@
+// The tape node recorded for a dispatched op: saved tensors plus the op's backward().
+#pragma once
+
+#include <vector>
+
+#include "autograd/node.h"
+#include "autograd/saved_tensor.h"
+#include "ops/op.h"
+
+namespace tg {
+
+// Runs op->backward() on gradients of the op's outputs; named "<Op>Backward0" as in PyTorch.
+class OpNode final : public Node {
+ public:
+  OpNode(OpPtr op, const TensorList& inputs);
+  // Saves what the op's SaveSpec asks for once outputs exist.
+  void save(const TensorList& inputs, const TensorList& outputs);
+  TensorList apply(TensorList&& grad_outputs) override;
+  std::string name() const override;
+  void release_saved() override;
+  const OpPtr& op() const { return op_; }
+
+ private:
+  friend class OpNodeContext;
+  OpPtr op_;
+  std::vector<TensorMeta> input_metas_;
+  std::vector<SavedTensor> saved_inputs_;
+  std::vector<SavedTensor> saved_outputs_;
+};
+
+// Leaf sink: adds the incoming gradient into the leaf's .grad after running its hooks.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf);
+  TensorList apply(TensorList&& grad_outputs) override;
+  std::string name() const override { return "AccumulateGrad"; }
+  // The leaf this node accumulates into (null once the leaf is gone).
+  std::shared_ptr<TensorImpl> leaf() const { return leaf_.lock(); }
+
+ private:
+  std::weak_ptr<TensorImpl> leaf_;
+};
+
+// The edge a gradient for `t` must flow into: its grad_fn, or its (created on demand) accumulator.
+Edge gradient_edge(const Tensor& t);
+
+}  // namespace tg

@@ -1,0 +1,46 @@
+#include "autograd/saved_tensor.h"
+
+#include "autograd/node.h"
+
+namespace tg {
+
+SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output) {
+  if (!t.defined()) return;
+  version_ = t.version();
+  if (!is_output) {
+    data_ = t;
+    return;
+  }
+  // Keep the data and geometry but not the autograd link back to the owning node.
+  const TensorImpl& src = *t.impl();
+  data_ = Tensor(std::make_shared<TensorImpl>(src.storage(), src.sizes(), src.strides(), src.storage_offset(),
+                                              src.dtype()));
+  requires_grad_ = t.requires_grad();
+  output_nr_ = t.output_nr();
+}
+
+Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner, const char* what) const {
+  TG_CHECK(!released_,
+           "Trying to backward through the graph a second time (or directly access saved tensors after they "
+           "have already been freed). Saved intermediate values of the graph are freed when you call "
+           ".backward() or autograd.grad(). Specify retain_graph=true if you need to backward through the "
+           "graph a second time or if you need to access saved tensors after calling backward.");
+  if (!data_.defined()) return data_;
+  TG_CHECK(data_.version() == version_,
+           "one of the variables needed for gradient computation has been modified by an inplace operation: [",
+           dtype_name(data_.dtype()), shape_str(data_.sizes()), "], which is ", what, " of ",
+           owner ? owner->name() : std::string("a node"), ", is at version ", data_.version(),
+           "; expected version ", version_, " instead.");
+  if (!is_output_ || !requires_grad_) return data_;
+  // Re-link the saved output to its producer so double backward can differentiate through it.
+  const TensorImpl& src = *data_.impl();
+  auto impl = std::make_shared<TensorImpl>(src.storage(), src.sizes(), src.strides(), src.storage_offset(),
+                                           src.dtype());
+  AutogradMeta& meta = impl->autograd();
+  meta.requires_grad = true;
+  meta.grad_fn = owner;
+  meta.output_nr = output_nr_;
+  return Tensor(std::move(impl));
+}
+
+}  // namespace tg

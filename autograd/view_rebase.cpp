@@ -1,0 +1,51 @@
+#include "autograd/view_rebase.h"
+
+#include "ops/factory.h"
+
+namespace tg {
+
+CopySlices::CopySlices(const Tensor& base, const Tensor& view, std::shared_ptr<OpNode> fn, int mutated_input)
+    : base_(meta_of(base)), view_(meta_of(view)), fn_(std::move(fn)), mutated_(static_cast<size_t>(mutated_input)) {
+  output_metas().push_back(base_);
+  auto& edges = mutable_next_edges();
+  edges = fn_->next_edges();
+  edges[mutated_] = base.requires_grad() ? gradient_edge(base) : Edge{};
+}
+
+TensorList CopySlices::apply(TensorList&& grad_outputs) {
+  const Tensor& grad = grad_outputs.at(0);
+  // A gradient buffer laid out like the base, so the view's strides address the same elements.
+  Tensor result = empty_strided(base_.sizes, base_.strides, {.dtype = grad.dtype(), .device = grad.device()});
+  result.copy_(grad);
+  Tensor grad_slice = result.as_strided(view_.sizes, view_.strides, view_.offset - base_.offset);
+  TensorList fn_grads = fn_->apply({grad_slice.clone()});
+  if (fn_grads[mutated_].defined()) {
+    grad_slice.copy_(fn_grads[mutated_]);
+  } else {
+    grad_slice.zero_();
+  }
+  fn_grads[mutated_] = result;
+  return fn_grads;
+}
+
+void rebase_history(const Tensor& target, const std::shared_ptr<OpNode>& node) {
+  const auto& base_impl = target.impl()->view_base();
+  if (!base_impl) {
+    AutogradMeta& meta = target.impl()->autograd();
+    meta.grad_fn = node;
+    meta.output_nr = 0;
+    return;
+  }
+  Tensor base(base_impl);
+  auto copy_slices = std::make_shared<CopySlices>(base, target, node, node->op()->schema().mutates);
+  AutogradMeta& base_meta = base_impl->autograd();
+  base_meta.grad_fn = copy_slices;
+  base_meta.output_nr = 0;
+  // Re-derive the view from the base's new history so later uses of the view see the write.
+  Tensor regenerated = base.as_strided(target.sizes(), target.strides(), target.storage_offset());
+  AutogradMeta& meta = target.impl()->autograd();
+  meta.grad_fn = regenerated.grad_fn();
+  meta.output_nr = 0;
+}
+
+}  // namespace tg

@@ -1,0 +1,30 @@
+// History rewriting for in-place ops: the written tensor (and, for views, its base) gets a new grad_fn.
+#pragma once
+
+#include <memory>
+
+#include "autograd/op_node.h"
+
+namespace tg {
+
+// Makes `node` (an in-place op that wrote `target`) the producer of target's new value. When target
+// is a view, the base's history becomes a CopySlices node, and the view is re-derived from the base.
+void rebase_history(const Tensor& target, const std::shared_ptr<OpNode>& node);
+
+// Backward of an in-place op applied to a view: routes the op's gradient into the view's region
+// of the base's gradient (PyTorch's CopySlices).
+class CopySlices final : public Node {
+ public:
+  CopySlices(const Tensor& base, const Tensor& view, std::shared_ptr<OpNode> fn, int mutated_input);
+  TensorList apply(TensorList&& grad_outputs) override;
+  std::string name() const override { return "CopySlices"; }
+  void release_saved() override { fn_->release_saved(); }
+
+ private:
+  TensorMeta base_;
+  TensorMeta view_;
+  std::shared_ptr<OpNode> fn_;
+  size_t mutated_;
+};
+
+}  // namespace tg

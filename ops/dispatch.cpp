@@ -1,0 +1,168 @@
+#include "ops/dispatch.h"
+
+#include "autograd/grad_mode.h"
+#include "autograd/op_node.h"
+#include "autograd/view_rebase.h"
+
+namespace tg {
+namespace {
+
+thread_local OpObserver* t_observer = nullptr;
+
+bool holds_no_data(const TensorList& inputs, const TensorMeta& meta) {
+  if (meta.device.is_meta()) return true;
+  for (const Tensor& t : inputs)
+    if (t.impl()->storage()->is_fake()) return true;
+  return false;
+}
+
+// Rejects in-place writes that autograd or memory layout cannot honour.
+void check_inplace_target(const Op& op, const Tensor& target, bool recording) {
+  if (recording && target.requires_grad()) {
+    TG_CHECK(!target.is_leaf(), "[", op.name(), "] a leaf Variable that requires grad is being used in an in-place "
+             "operation. Wrap the update in tg::NoGradGuard, or clone() the tensor first.");
+    const auto& base = target.impl()->view_base();
+    TG_CHECK(!base || !Tensor(base).is_leaf() || !Tensor(base).requires_grad(), "[", op.name(),
+             "] a view of a leaf Variable that requires grad is being used in an in-place operation.");
+  }
+  if (!op.has(kMetadataMutation)) {
+    TG_CHECK(!has_internal_overlap(target.sizes(), target.strides()), "[", op.name(),
+             "] unsupported operation: more than one element of the written-to tensor refers to a single memory "
+             "location. Please clone() the tensor before performing the operation.");
+  }
+}
+
+bool any_requires_grad(const TensorList& inputs) {
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+// Creates the outputs described by `metas`: the mutated input, views of an input, or fresh storage.
+TensorList make_outputs(const Op& op, const TensorList& inputs, std::vector<TensorMeta>& metas) {
+  const OpSchema& s = op.schema();
+  TensorList outputs;
+  outputs.reserve(metas.size());
+  if (s.mutates >= 0) {
+    outputs.push_back(inputs[static_cast<size_t>(s.mutates)]);
+    return outputs;
+  }
+  const bool fake = !metas.empty() && holds_no_data(inputs, metas[0]);
+  for (TensorMeta& m : metas) {
+    if (s.view_of >= 0) {
+      const Tensor& base = inputs[static_cast<size_t>(s.view_of)];
+      auto impl = std::make_shared<TensorImpl>(base.impl()->storage(), std::move(m.sizes), std::move(m.strides),
+                                               m.offset, m.dtype);
+      const auto& root = base.impl()->view_base();
+      impl->set_view_base(root ? root : base.impl_ptr());
+      outputs.emplace_back(std::move(impl));
+      continue;
+    }
+    const int64_t nbytes = shape_numel(m.sizes) * dtype_size(m.dtype);
+    auto storage = std::make_shared<StorageImpl>(m.device, nbytes, fake);
+    Shape strides = m.strides.empty() && !m.sizes.empty() ? contiguous_strides(m.sizes) : std::move(m.strides);
+    outputs.emplace_back(std::make_shared<TensorImpl>(std::move(storage), std::move(m.sizes), std::move(strides), 0,
+                                                      m.dtype));
+  }
+  return outputs;
+}
+
+bool should_run_kernel(const Op& op, const TensorList& inputs, const TensorList& outputs) {
+  if (op.has(kView)) return false;
+  for (const Tensor& t : outputs)
+    if (t.impl()->storage()->is_fake()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.impl()->storage()->is_fake()) return false;
+  for (const Tensor& t : outputs)
+    if (t.numel() > 0) return true;
+  return op.has(kMetadataMutation);  // zero-element outputs launch nothing
+}
+
+}  // namespace
+
+TensorList dispatch(const OpPtr& op, TensorList inputs) {
+  const OpSchema& s = op->schema();
+  std::vector<TensorMeta> metas = op->infer(inputs);
+  const bool recording = is_grad_enabled() && !op->has(kNonDifferentiable) && any_requires_grad(inputs);
+  Tensor original_target;  // for in-place ops recorded on the tape: the value before the write
+  if (s.mutates >= 0) {
+    const Tensor& target = inputs[static_cast<size_t>(s.mutates)];
+    check_inplace_target(*op, target, recording);
+    if (recording && op->saves().inputs) original_target = target.detach().clone();
+  }
+
+  TensorList outputs = make_outputs(*op, inputs, metas);
+  if (should_run_kernel(*op, inputs, outputs)) {
+    GradModeGuard no_grad(false);
+    OpObserverGuard no_observer(nullptr);
+    op->eval(inputs, outputs);
+  }
+  if (s.mutates >= 0) outputs[0].impl()->storage()->bump_version();
+  if (OpObserver* obs = t_observer) obs->on_op(op, inputs, outputs);
+
+  if (recording) {
+    TensorList saved_inputs = inputs;
+    if (original_target.defined()) saved_inputs[static_cast<size_t>(s.mutates)] = original_target;
+    auto node = std::make_shared<OpNode>(op, inputs);
+    for (const Tensor& out : outputs) node->output_metas().push_back(meta_of(out));
+    node->save(saved_inputs, outputs);
+    if (s.mutates >= 0) {
+      rebase_history(outputs[0], node);
+    } else {
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        if (!is_floating(outputs[i].dtype())) continue;
+        AutogradMeta& meta = outputs[i].impl()->autograd();
+        meta.grad_fn = node;
+        meta.output_nr = static_cast<uint32_t>(i);
+      }
+    }
+  }
+  return outputs;
+}
+
+Tensor dispatch1(const OpPtr& op, TensorList inputs) { return std::move(dispatch(op, std::move(inputs))[0]); }
+
+OpObserver* current_op_observer() { return t_observer; }
+
+OpObserverGuard::OpObserverGuard(OpObserver* observer) : previous_(t_observer) { t_observer = observer; }
+OpObserverGuard::~OpObserverGuard() { t_observer = previous_; }
+
+Device common_device(const char* op, const TensorList& inputs) {
+  std::optional<Device> dev;
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    const Device d = t.device();
+    if (d.is_cpu() && t.dim() == 0) {
+      continue;
+    }
+    if (!dev) {
+      dev = d;
+    } else {
+      TG_CHECK(*dev == d, "[", op, "] expected all tensors to be on the same device, but found at least two "
+               "devices, ", dev->str(), " and ", d.str(), "!");
+    }
+  }
+  if (dev) return *dev;
+  return kCPU;
+}
+
+void check_floating(const char* op, const Tensor& t) {
+  TG_CHECK(is_floating(t.dtype()), "[", op, "] expected a floating point tensor (float32 or float64), got ",
+           dtype_name(t.dtype()));
+}
+
+TensorMeta contiguous_meta(Shape sizes, DType dtype, Device device) {
+  TensorMeta m;
+  m.strides = contiguous_strides(sizes);
+  m.sizes = std::move(sizes);
+  m.dtype = dtype;
+  m.device = device;
+  return m;
+}
+
+TensorMeta meta_of(const Tensor& t) {
+  const TensorImpl& i = *t.impl();
+  return TensorMeta{i.sizes(), i.strides(), i.storage_offset(), i.dtype(), i.device()};
+}
+
+}  // namespace tg

@@ -1,0 +1,15 @@
+// Joining and gathering: cat, stack, index_select.
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace tg {
+
+// Concatenates along an existing dim (all other sizes must match).
+Tensor cat(const TensorList& tensors, int64_t dim = 0);
+// Stacks along a new dim.
+Tensor stack(const TensorList& tensors, int64_t dim = 0);
+// Rows (or slices along `dim`) picked by an int64/int32 index vector.
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+
+}  // namespace tg

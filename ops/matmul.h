@@ -1,0 +1,21 @@
+// Matrix products (Eigen on the CPU, cuBLAS on CUDA; no hand-written GEMM).
+#pragma once
+
+#include <optional>
+
+#include "tensor/tensor.h"
+
+namespace tg {
+
+// [n,k] x [k,m] -> [n,m]
+Tensor mm(const Tensor& a, const Tensor& b);
+// [B,n,k] x [B,k,m] -> [B,n,m]
+Tensor bmm(const Tensor& a, const Tensor& b);
+// NumPy/PyTorch matmul: 1-D, 2-D and batched (broadcast batch dims) operands.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// beta * bias + alpha * (a @ b), bias broadcast to [n,m].
+Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, Scalar beta = 1, Scalar alpha = 1);
+// x @ weight^T + bias, for x of any leading dims; weight is [out, in].
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+}  // namespace tg

@@ -1,0 +1,20 @@
+// tapegraph: tensors on CPU and CUDA with tape-based autograd. Include this one header.
+#pragma once
+
+#include "autograd/engine.h"
+#include "autograd/function.h"
+#include "autograd/grad_mode.h"
+#include "ops/binary.h"
+#include "ops/compare.h"
+#include "ops/copy.h"
+#include "ops/factory.h"
+#include "ops/join.h"
+#include "ops/loss.h"
+#include "ops/matmul.h"
+#include "ops/reduce.h"
+#include "ops/softmax.h"
+#include "ops/unary.h"
+#include "ops/view.h"
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+#include "tensor/tensor.h"

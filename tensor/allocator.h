@@ -1,0 +1,27 @@
+// The allocator interface behind every storage, and the device-to-allocator lookup.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/device.h"
+
+namespace tg {
+
+// Hands out raw memory for one device; storages return it through deallocate().
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  // Returns at least nbytes of memory (nullptr for 0 bytes).
+  virtual void* allocate(size_t nbytes) = 0;
+  // Returns memory obtained from allocate(); ptr may be nullptr.
+  virtual void deallocate(void* ptr) = 0;
+};
+
+// The allocator for `device` (CPU: aligned malloc; CUDA: the caching allocator).
+Allocator* allocator_for(Device device);
+
+// Installs the allocator used for CUDA devices (called by the CUDA backend at start-up).
+void set_cuda_allocator(Allocator* allocator);
+
+}  // namespace tg

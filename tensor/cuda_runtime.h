@@ -1,0 +1,20 @@
+// The few CUDA runtime services the host-side library needs, without including CUDA headers.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/device.h"
+
+namespace tg::cuda {
+
+// Copies nbytes between host and device memory (either side may be a CUDA device) on the
+// current stream; returns once the copy is complete when it touches host memory.
+void memcpy(void* dst, Device dst_device, const void* src, Device src_device, int64_t nbytes);
+// Waits for all work queued on `device`.
+void synchronize(int device_index = 0);
+// Makes `device_index` current for this thread.
+void set_device(int device_index);
+// The device current for this thread.
+int current_device();
+
+}  // namespace tg::cuda

@@ -1,0 +1,32 @@
+#include "tensor/dtype.h"
+
+#include "tensor/check.h"
+
+namespace tg {
+
+std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::Bool: return "bool";
+    case DType::Int32: return "int32";
+    case DType::Int64: return "int64";
+    case DType::Float32: return "float32";
+    case DType::Float64: return "float64";
+  }
+  return "unknown";
+}
+
+DType promote_types(DType a, DType b) {
+  // The enum is ordered bool < int32 < int64 < float32 < float64; int64 with float32 gives float32.
+  return static_cast<uint8_t>(a) > static_cast<uint8_t>(b) ? a : b;
+}
+
+DType promote_with_scalar(DType tensor, ScalarKind scalar) {
+  switch (scalar) {
+    case ScalarKind::Bool: return tensor;
+    case ScalarKind::Integral: return tensor == DType::Bool ? DType::Int64 : tensor;
+    case ScalarKind::Floating: return is_floating(tensor) ? tensor : kDefaultFloat;
+  }
+  return tensor;
+}
+
+}  // namespace tg

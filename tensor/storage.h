@@ -1,0 +1,47 @@
+// A reference-counted block of memory shared by a tensor and all of its views.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "tensor/allocator.h"
+#include "tensor/device.h"
+
+namespace tg {
+
+// Owns one allocation; views share it, and its version counter records every in-place write.
+class StorageImpl {
+ public:
+  // Allocates nbytes on device; a fake storage (tracing) or a meta device holds no data.
+  StorageImpl(Device device, int64_t nbytes, bool fake = false);
+  ~StorageImpl();
+  StorageImpl(const StorageImpl&) = delete;
+  StorageImpl& operator=(const StorageImpl&) = delete;
+
+  void* data() const { return data_; }
+  int64_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  // True when there is no data behind this storage (meta device or a fake tensor being traced).
+  bool is_fake() const { return fake_; }
+  // Grows the allocation to at least nbytes, keeping the old contents (resize_ needs this).
+  void grow(int64_t nbytes);
+
+  // Bumped by every in-place write to any tensor over this storage.
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
+ private:
+  void* data_ = nullptr;
+  int64_t nbytes_ = 0;
+  Device device_;
+  Allocator* allocator_ = nullptr;
+  bool fake_ = false;
+  uint64_t version_ = 0;
+};
+
+using Storage = std::shared_ptr<StorageImpl>;
+
+// Copies nbytes between two raw pointers on the given devices (host, device or across).
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, int64_t nbytes);
+
+}  // namespace tg
