@@ -1,0 +1,35 @@
+// Error checking and stream access for code that includes the CUDA runtime (.cu and tensor/cuda/ files).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "tensor/check.h"
+
+// Throws tg::Error naming the failed call and CUDA's error string.
+#define TG_CUDA_CHECK(expr)                                                                         \
+  do {                                                                                              \
+    cudaError_t tg_err_ = (expr);                                                                   \
+    if (tg_err_ != cudaSuccess) [[unlikely]] {                                                      \
+      TG_FAIL("[cuda] ", #expr, " failed: ", cudaGetErrorName(tg_err_), ": ", cudaGetErrorString(tg_err_)); \
+    }                                                                                               \
+  } while (0)
+
+// Checks the last kernel launch.
+#define TG_CUDA_CHECK_LAUNCH() TG_CUDA_CHECK(cudaGetLastError())
+
+namespace tg::cuda {
+
+// The stream every kernel, copy and cuBLAS call on this thread goes to (graph capture swaps it).
+cudaStream_t current_stream();
+// Makes `stream` current for this thread (nullptr: the default stream).
+void set_current_stream(cudaStream_t stream);
+
+// Blocks of `threads` threads needed to cover n elements (at least 1).
+inline unsigned blocks_for(int64_t n, int threads) {
+  const int64_t b = (n + threads - 1) / threads;
+  return static_cast<unsigned>(b < 1 ? 1 : b);
+}
+
+}  // namespace tg::cuda
