@@ -69,13 +69,16 @@ TensorList make_outputs(const Op& op, const TensorList& inputs, std::vector<Tens
 
 bool should_run_kernel(const Op& op, const TensorList& inputs, const TensorList& outputs) {
   if (op.has(kView)) return false;
+  // Metadata mutations (resize_, set_) must change geometry even on fake tensors; their eval
+  // touches no data when the storage is fake.
+  if (op.has(kMetadataMutation)) return true;
   for (const Tensor& t : outputs)
     if (t.impl()->storage()->is_fake()) return false;
   for (const Tensor& t : inputs)
     if (t.defined() && t.impl()->storage()->is_fake()) return false;
   for (const Tensor& t : outputs)
     if (t.numel() > 0) return true;
-  return op.has(kMetadataMutation);  // zero-element outputs launch nothing
+  return false;  // zero-element outputs launch nothing
 }
 
 }  // namespace
