@@ -12,6 +12,18 @@
 namespace tg {
 namespace {
 
+thread_local int64_t t_backward_sequence_nr = -1;
+
+// Publishes the running node's sequence number for the duration of its apply().
+class SequenceNrScope {
+ public:
+  explicit SequenceNrScope(int64_t nr) : previous_(t_backward_sequence_nr) { t_backward_sequence_nr = nr; }
+  ~SequenceNrScope() { t_backward_sequence_nr = previous_; }
+
+ private:
+  int64_t previous_;
+};
+
 // Later nodes (higher sequence numbers) run first, so every consumer runs before its producer.
 struct LaterFirst {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
@@ -52,7 +64,11 @@ class GraphTask {
       run_pre_hooks(*node, grads);
       store_captures(*node, grads);
       if (only_captures && !needed_.count(node)) continue;
-      TensorList out = node->apply(std::move(grads));
+      TensorList out;
+      {
+        SequenceNrScope scope(static_cast<int64_t>(node->sequence_nr()));
+        out = node->apply(std::move(grads));
+      }
       if (!keep_graph_) node->release_saved();
       const auto& edges = node->next_edges();
       for (size_t i = 0; i < edges.size(); ++i) {
@@ -158,6 +174,8 @@ std::pair<std::vector<Edge>, TensorList> collect_roots(const TensorList& outputs
 }
 
 }  // namespace
+
+int64_t current_backward_sequence_nr() { return t_backward_sequence_nr; }
 
 void backward(const TensorList& outputs, const TensorList& grad_outputs, bool retain_graph, bool create_graph) {
   auto [roots, grads] = collect_roots(outputs, grad_outputs);

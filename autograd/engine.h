@@ -17,4 +17,8 @@ void backward(const TensorList& outputs, const TensorList& grad_outputs = {}, bo
 TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs = {},
                 std::optional<bool> retain_graph = {}, bool create_graph = false, bool allow_unused = false);
 
+// The sequence number of the tape node whose backward is running on this thread (-1 when none);
+// graph tracing tags backward ops with it.
+int64_t current_backward_sequence_nr();
+
 }  // namespace tg

@@ -39,7 +39,7 @@ bool any_requires_grad(const TensorList& inputs) {
 }
 
 // Creates the outputs described by `metas`: the mutated input, views of an input, or fresh storage.
-TensorList make_outputs(const Op& op, const TensorList& inputs, std::vector<TensorMeta>& metas) {
+TensorList make_outputs(const Op& op, const TensorList& inputs, std::vector<TensorMeta>& metas, bool force_fake) {
   const OpSchema& s = op.schema();
   TensorList outputs;
   outputs.reserve(metas.size());
@@ -47,7 +47,7 @@ TensorList make_outputs(const Op& op, const TensorList& inputs, std::vector<Tens
     outputs.push_back(inputs[static_cast<size_t>(s.mutates)]);
     return outputs;
   }
-  const bool fake = !metas.empty() && holds_no_data(inputs, metas[0]);
+  const bool fake = force_fake || (!metas.empty() && holds_no_data(inputs, metas[0]));
   for (TensorMeta& m : metas) {
     if (s.view_of >= 0) {
       const Tensor& base = inputs[static_cast<size_t>(s.view_of)];
@@ -83,8 +83,18 @@ bool should_run_kernel(const Op& op, const TensorList& inputs, const TensorList&
 
 }  // namespace
 
+TensorList run_kernel(const Op& op, const TensorList& inputs, bool fake) {
+  std::vector<TensorMeta> metas = op.infer(inputs);
+  TensorList outputs = make_outputs(op, inputs, metas, fake);
+  if (should_run_kernel(op, inputs, outputs)) op.eval(inputs, outputs);
+  if (op.schema().mutates >= 0) outputs[0].impl()->storage()->bump_version();
+  return outputs;
+}
+
 TensorList dispatch(const OpPtr& op, TensorList inputs) {
   const OpSchema& s = op->schema();
+  OpObserver* const obs = t_observer;
+  if (obs) obs->before_op(op, inputs);
   std::vector<TensorMeta> metas = op->infer(inputs);
   const bool recording = is_grad_enabled() && !op->has(kNonDifferentiable) && any_requires_grad(inputs);
   Tensor original_target;  // for in-place ops recorded on the tape: the value before the write
@@ -94,14 +104,13 @@ TensorList dispatch(const OpPtr& op, TensorList inputs) {
     if (recording && op->saves().inputs) original_target = target.detach().clone();
   }
 
-  TensorList outputs = make_outputs(*op, inputs, metas);
+  TensorList outputs = make_outputs(*op, inputs, metas, obs && obs->wants_fake_outputs(op, inputs));
   if (should_run_kernel(*op, inputs, outputs)) {
     GradModeGuard no_grad(false);
     OpObserverGuard no_observer(nullptr);
     op->eval(inputs, outputs);
   }
   if (s.mutates >= 0) outputs[0].impl()->storage()->bump_version();
-  if (OpObserver* obs = t_observer) obs->on_op(op, inputs, outputs);
 
   if (recording) {
     TensorList saved_inputs = inputs;
@@ -120,6 +129,7 @@ TensorList dispatch(const OpPtr& op, TensorList inputs) {
       }
     }
   }
+  if (obs) obs->on_op(op, inputs, outputs);
   return outputs;
 }
 

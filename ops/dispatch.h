@@ -22,9 +22,17 @@ Tensor call_op(TensorList inputs, Args&&... args) {
 class OpObserver {
  public:
   virtual ~OpObserver() = default;
-  // Called after outputs exist (and after the kernel, when one ran) and before tape recording.
+  // Called before infer(); may substitute inputs (the tracer swaps captured real tensors for proxies).
+  virtual void before_op(const OpPtr& op, TensorList& inputs) = 0;
+  // True when fresh outputs must hold no data even if every input has data (traced factories).
+  virtual bool wants_fake_outputs(const OpPtr& op, const TensorList& inputs) = 0;
+  // Called once outputs exist, after the kernel (when one ran) and after tape recording.
   virtual void on_op(const OpPtr& op, const TensorList& inputs, const TensorList& outputs) = 0;
 };
+
+// Infers, allocates and runs `op` with no tape, no observer and no in-place checks: what graph
+// executors call for each node. Fresh outputs hold no data when `fake` is true.
+TensorList run_kernel(const Op& op, const TensorList& inputs, bool fake = false);
 
 // The observer for ops dispatched on this thread (null when none).
 OpObserver* current_op_observer();

@@ -13,6 +13,12 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Thrown when code needs the value of a tensor that has no data (a fake tensor during tracing).
+class DataDependentError : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 // Concatenates any streamable arguments into one message.
 template <typename... Args>

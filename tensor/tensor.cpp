@@ -15,8 +15,11 @@ int64_t Tensor::stride(int64_t d) const { return strides()[static_cast<size_t>(w
 
 void* Tensor::raw_data() const {
   TensorImpl* i = checked();
-  TG_CHECK(!i->storage()->is_fake(), "[data_ptr] cannot access the data of a ", device().is_meta() ? "meta" : "fake",
-           " tensor: it has sizes and dtype but no values (data-dependent access during tracing?)");
+  if (i->storage()->is_fake()) [[unlikely]] {
+    throw DataDependentError(detail::concat(
+        "[data_ptr] cannot access the data of a ", device().is_meta() ? "meta" : "fake",
+        " tensor: it has sizes and dtype but no values (a data-dependent read, such as item(), during tracing)"));
+  }
   return i->data();
 }
 
