@@ -1,0 +1,233 @@
+#include "graphs/compile.h"
+
+#include <iostream>
+#include <sstream>
+
+#include "autograd/grad_mode.h"
+#include "autograd/op_node.h"
+#include "graphs/compiled_backward.h"
+#include "graphs/guards.h"
+#include "graphs/interpreter.h"
+#include "graphs/logs.h"
+#include "ops/copy.h"
+#include "ops/view.h"
+
+namespace tg::graphs {
+
+// One specialization of a compiled function: its guards and either graphs or an eager fallback.
+struct CompiledEntry {
+  Guards guards;
+  bool eager = false;
+  JointGraph joint;
+  Partition partition;
+  std::unique_ptr<Interpreter> forward;
+  std::unique_ptr<Interpreter> backward;
+};
+
+struct CompiledFunction::State {
+  GraphFn fn;
+  CompileOptions options;
+  PartitionerKind partitioner = PartitionerKind::Default;
+  std::vector<std::shared_ptr<CompiledEntry>> entries;
+  CompileCounters counters;
+  bool warned_cache_limit = false;
+};
+
+namespace {
+
+const Tensor& primal(const PrimalRef& p, const TensorList& args, const JointGraph& joint) {
+  return p.kind == InputKind::Argument ? args[static_cast<size_t>(p.index)] : joint.lifted[static_cast<size_t>(p.index)];
+}
+
+void add_counts(std::map<std::string, int>& into, const std::map<std::string, int>& counts) {
+  for (const auto& [name, n] : counts) into[name] += n;
+}
+
+void record_fallback(CompileCounters& local, const std::string& reason) {
+  ++local.eager_fallbacks;
+  local.fallback_reasons.push_back(reason);
+  ++global_counters().eager_fallbacks;
+  global_counters().fallback_reasons.push_back(reason);
+}
+
+std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const TensorList& args) {
+  auto entry = std::make_shared<CompiledEntry>();
+  entry->guards = Guards::capture(args, s.options.input_names);
+  const bool grad_before = is_grad_enabled();
+  try {
+    entry->joint = trace_joint(s.fn, args);
+  } catch (const DataDependentError& e) {
+    set_grad_enabled(grad_before);
+    entry->eager = true;
+    const std::string reason = std::string("data-dependent operation while tracing: ") + e.what();
+    record_fallback(s.counters, reason);
+    log_line("recompiles", "falling back to eager for this input signature: " + reason);
+    return entry;
+  }
+  set_grad_enabled(grad_before);
+  entry->guards.add_lifted(entry->joint.lifted);
+  entry->partition = partition(entry->joint, s.partitioner);
+  entry->forward = std::make_unique<Interpreter>(entry->partition.forward);
+  entry->backward = std::make_unique<Interpreter>(entry->partition.backward);
+
+  CompileCounters& c = s.counters;
+  ++c.compilations;
+  ++global_counters().compilations;
+  c.forward_ops = entry->partition.forward.op_counts();
+  c.backward_ops = entry->partition.backward.op_counts();
+  c.saved_bytes = entry->partition.saved_bytes;
+  c.recomputed_nodes = entry->partition.recomputed_nodes;
+  add_counts(global_counters().forward_ops, c.forward_ops);
+  add_counts(global_counters().backward_ops, c.backward_ops);
+  global_counters().saved_bytes = c.saved_bytes;
+  global_counters().recomputed_nodes = c.recomputed_nodes;
+  if (log_enabled("graphs")) {
+    log_line("graphs", "joint graph:\n" + entry->joint.graph.to_text());
+    log_line("graphs", "forward graph:\n" + entry->partition.forward.to_text());
+    log_line("graphs", "backward graph:\n" + entry->partition.backward.to_text());
+  }
+  std::ostringstream os;
+  os << s.options.partitioner << " partition: " << entry->partition.saved.size() << " saved values, "
+     << entry->partition.saved_bytes << " bytes of activations, " << entry->partition.recomputed_nodes
+     << " forward nodes recomputed in backward";
+  log_line("partition", os.str());
+  return entry;
+}
+
+// Gives an output its own TensorImpl when it is a caller's tensor or repeats an earlier output,
+// so attaching autograd state never touches the caller's tensor.
+Tensor fresh_handle(const Tensor& t) {
+  const TensorImpl& i = *t.impl();
+  return Tensor(std::make_shared<TensorImpl>(i.storage(), i.sizes(), i.strides(), i.storage_offset(), i.dtype()));
+}
+
+TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorList& args) {
+  const JointGraph& joint = entry->joint;
+  const Graph& fw = entry->partition.forward;
+  TensorList fw_inputs;
+  fw_inputs.reserve(fw.inputs.size());
+  for (const GraphInput& in : fw.inputs) fw_inputs.push_back(primal({in.kind, in.index}, args, joint));
+  TensorList results = entry->forward->run(fw_inputs);
+
+  const size_t n_out = joint.num_user_outputs;
+  const size_t n_mut = joint.mutated.size();
+  {
+    // Epilogue: the caller's tensors receive what the function wrote into them.
+    NoGradGuard no_grad;
+    for (size_t i = 0; i < n_mut; ++i) {
+      Tensor target = primal(joint.mutated[i], args, joint);
+      target.copy_(results[n_out + i]);
+    }
+  }
+  TensorList saved(results.begin() + static_cast<ptrdiff_t>(n_out + n_mut), results.end());
+
+  TensorList outputs;
+  outputs.reserve(n_out);
+  std::vector<const TensorImpl*> seen;
+  for (const Tensor& t : args) seen.push_back(t.impl());
+  for (const Tensor& t : joint.lifted) seen.push_back(t.impl());
+  for (size_t i = 0; i < n_out; ++i) {
+    Tensor t = results[i];
+    const auto& alias = joint.output_aliases[i];
+    if (alias && !joint.output_requires_grad[i]) {
+      // Views of inputs stay views of the caller's tensors, even when functionalization wrote elsewhere.
+      t = primal(alias->source, args, joint).detach().as_strided(alias->sizes, alias->strides, alias->storage_offset);
+    } else if (std::find(seen.begin(), seen.end(), t.impl()) != seen.end()) {
+      t = fresh_handle(t);
+    }
+    seen.push_back(t.impl());
+    outputs.push_back(t);
+  }
+
+  const bool needs_backward = is_grad_enabled() && !joint.grad_primals.empty();
+  if (!needs_backward) return outputs;
+  std::vector<TensorMeta> tangent_metas;
+  std::vector<size_t> diff_outputs;
+  for (size_t i = 0; i < n_out; ++i) {
+    if (!joint.output_requires_grad[i]) continue;
+    diff_outputs.push_back(i);
+    tangent_metas.push_back(contiguous_meta(outputs[i].sizes(), outputs[i].dtype(), outputs[i].device()));
+  }
+  if (diff_outputs.empty()) return outputs;
+  auto runner = [entry](const TensorList& saved_values, const TensorList& tangents) {
+    TensorList inputs = saved_values;
+    inputs.insert(inputs.end(), tangents.begin(), tangents.end());
+    return entry->backward->run(inputs);
+  };
+  auto node = std::make_shared<CompiledBackward>(runner, std::move(saved), std::move(tangent_metas));
+  for (const PrimalRef& p : joint.grad_primals) node->mutable_next_edges().push_back(gradient_edge(primal(p, args, joint)));
+  for (size_t k = 0; k < diff_outputs.size(); ++k) {
+    AutogradMeta& meta = outputs[diff_outputs[k]].impl()->autograd();
+    meta.grad_fn = node;
+    meta.output_nr = static_cast<uint32_t>(k);
+  }
+  return outputs;
+}
+
+}  // namespace
+
+CompiledFunction::CompiledFunction(GraphFn fn, CompileOptions options) : state_(std::make_shared<State>()) {
+  state_->fn = std::move(fn);
+  state_->options = std::move(options);
+  const std::string& backend = state_->options.backend;
+  TG_CHECK(backend == "eager" || backend == "aot_eager", "[compile] unknown backend '", backend,
+           "'; expected 'eager' or 'aot_eager'");
+  state_->partitioner = parse_partitioner(state_->options.partitioner);
+  TG_CHECK(state_->options.cache_limit >= 1, "[compile] cache_limit must be at least 1, got ",
+           state_->options.cache_limit);
+}
+
+TensorList CompiledFunction::call(const TensorList& args) {
+  State& s = *state_;
+  if (s.options.backend == "eager") return s.fn(args);
+  std::shared_ptr<CompiledEntry> entry;
+  for (const auto& e : s.entries) {
+    if (!e->guards.check(args)) {
+      entry = e;
+      break;
+    }
+  }
+  if (!entry) {
+    if (static_cast<int>(s.entries.size()) >= s.options.cache_limit) {
+      if (!s.warned_cache_limit) {
+        std::cerr << "tapegraph warning: compiled function hit its cache limit (" << s.options.cache_limit
+                  << " variants); further new input signatures run eagerly\n";
+        s.warned_cache_limit = true;
+      }
+      record_fallback(s.counters, "cache_limit reached (" + std::to_string(s.options.cache_limit) + ")");
+      return s.fn(args);
+    }
+    if (!s.entries.empty()) {
+      const std::string reason = s.entries.back()->guards.check(args).value_or("unknown");
+      ++s.counters.recompiles;
+      s.counters.recompile_reasons.push_back(reason);
+      ++global_counters().recompiles;
+      global_counters().recompile_reasons.push_back(reason);
+      log_line("recompiles", "recompiling: " + reason);
+    }
+    entry = build_entry(s, args);
+    s.entries.push_back(entry);
+  }
+  if (entry->eager) return s.fn(args);
+  ++s.counters.compiled_calls;
+  ++global_counters().compiled_calls;
+  TensorList outputs = run_entry(entry, args);
+  set_grad_enabled(entry->joint.grad_enabled_after);
+  return outputs;
+}
+
+const CompileCounters& CompiledFunction::counters() const { return state_->counters; }
+
+const JointGraph* CompiledFunction::last_joint() const {
+  for (auto it = state_->entries.rbegin(); it != state_->entries.rend(); ++it)
+    if (!(*it)->eager) return &(*it)->joint;
+  return nullptr;
+}
+
+const Partition* CompiledFunction::last_partition() const {
+  for (auto it = state_->entries.rbegin(); it != state_->entries.rend(); ++it)
+    if (!(*it)->eager) return &(*it)->partition;
+  return nullptr;
+}
+
+}  // namespace tg::graphs

@@ -1,0 +1,29 @@
+// The tape node that compiled forwards attach to their outputs: it runs the backward graph.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "autograd/node.h"
+
+namespace tg::graphs {
+
+// Runs a compiled backward graph on (saved values, tangents). Double backward is refused, as
+// AOTAutograd refuses it.
+class CompiledBackward final : public Node {
+ public:
+  // run_backward(saved, tangents) returns one gradient per next edge.
+  using Runner = std::function<TensorList(const TensorList& saved, const TensorList& tangents)>;
+
+  CompiledBackward(Runner runner, TensorList saved, std::vector<TensorMeta> tangent_metas);
+  TensorList apply(TensorList&& grad_outputs) override;
+  std::string name() const override { return "CompiledFunctionBackward"; }
+  void release_saved() override;
+
+ private:
+  Runner runner_;
+  TensorList saved_;
+  bool released_ = false;
+};
+
+}  // namespace tg::graphs

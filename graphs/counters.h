@@ -1,0 +1,30 @@
+// Counters compile() keeps, readable from C++ (per compiled function and summed over all of them).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tg::graphs {
+
+// What happened to one compiled function (or to all of them, in global_counters()).
+struct CompileCounters {
+  int compilations = 0;                      // graphs traced and partitioned
+  int recompiles = 0;                        // compilations caused by a guard failure
+  std::vector<std::string> recompile_reasons;
+  int eager_fallbacks = 0;                   // calls run eagerly (data-dependent code or cache limit)
+  std::vector<std::string> fallback_reasons;
+  int compiled_calls = 0;                    // calls served by a compiled graph
+  std::map<std::string, int> forward_ops;    // op counts of the latest forward graph
+  std::map<std::string, int> backward_ops;   // op counts of the latest backward graph
+  int64_t saved_bytes = 0;                   // activations saved for backward by the latest partition
+  int recomputed_nodes = 0;                  // forward nodes recomputed in the latest backward graph
+};
+
+// Counters summed over every compiled function of the process.
+CompileCounters& global_counters();
+// Resets global_counters() (tests call this first, like torch._dynamo.utils.counters.clear()).
+void reset_global_counters();
+
+}  // namespace tg::graphs

@@ -1,0 +1,121 @@
+#include "graphs/functional_ops.h"
+
+#include <algorithm>
+
+#include "ops/copy.h"
+#include "ops/view.h"
+
+namespace tg::graphs {
+namespace {
+
+std::string geometry_str(const Shape& sizes, const Shape& strides, int64_t offset) {
+  return "size=" + shape_str(sizes) + ", stride=" + shape_str(strides) + ", offset=" + std::to_string(offset);
+}
+
+// The number of elements the geometry spans in its storage (0 for empty tensors).
+int64_t span_of(const Shape& sizes, const Shape& strides) {
+  int64_t span = 1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) return 0;
+    span += (sizes[i] - 1) * strides[i];
+  }
+  return span;
+}
+
+}  // namespace
+
+Shape dense_strides_like(const TensorMeta& m) {
+  const bool dense = !has_internal_overlap(m.sizes, m.strides) && span_of(m.sizes, m.strides) == shape_numel(m.sizes);
+  return dense && m.strides.size() == m.sizes.size() ? m.strides : contiguous_strides(m.sizes);
+}
+
+FunctionalizedOp::FunctionalizedOp(OpPtr inplace) : inplace_(std::move(inplace)) {
+  const OpSchema& s = inplace_->schema();
+  name_ = std::string(s.name);
+  if (!name_.empty() && name_.back() == '_') name_.pop_back();
+  schema_ = OpSchema{name_, s.flags & ~(kInPlace | kMetadataMutation | kOverwritesTarget), -1, -1};
+}
+
+std::vector<TensorMeta> FunctionalizedOp::infer(const TensorList& inputs) const {
+  const auto m = static_cast<size_t>(inplace_->schema().mutates);
+  const Tensor& target = inputs[m];
+  if (inplace_->has(kMetadataMutation)) {
+    // Apply the metadata change to a data-less stand-in and read off the resulting geometry.
+    const TensorImpl& t = *target.impl();
+    auto storage = std::make_shared<StorageImpl>(t.device(), t.storage()->nbytes(), /*fake=*/true);
+    Tensor stand_in(std::make_shared<TensorImpl>(storage, t.sizes(), t.strides(), t.storage_offset(), t.dtype()));
+    TensorList args = inputs;
+    args[m] = stand_in;
+    TensorList outs{stand_in};
+    inplace_->eval(args, outs);
+    return {contiguous_meta(stand_in.sizes(), stand_in.dtype(), t.device())};
+  }
+  inplace_->infer(inputs);  // validates exactly as the in-place op would
+  TensorMeta out = meta_of(target);
+  out.strides = dense_strides_like(out);
+  out.offset = 0;
+  return {out};
+}
+
+void FunctionalizedOp::eval(const TensorList& inputs, TensorList& outputs) const {
+  const auto m = static_cast<size_t>(inplace_->schema().mutates);
+  Tensor out = outputs[0];
+  const Tensor& target = inputs[m];
+  if (inplace_->has(kMetadataMutation)) {
+    // resize_ keeps the leading elements of the old contents.
+    const int64_t n = std::min(out.numel(), target.numel());
+    if (n > 0) out.view({-1}).narrow(0, 0, n).copy_(target.reshape({-1}).narrow(0, 0, n));
+  } else if (!inplace_->has(kOverwritesTarget)) {
+    out.copy_(target);
+  }
+  TensorList args = inputs;
+  args[m] = out;
+  TensorList outs{out};
+  if (!inplace_->has(kMetadataMutation)) inplace_->eval(args, outs);
+}
+
+ViewScatterOp::ViewScatterOp(Shape sizes, Shape strides, int64_t relative_offset)
+    : sizes_(std::move(sizes)), strides_(std::move(strides)), relative_offset_(relative_offset) {}
+
+const OpSchema& ViewScatterOp::schema() const {
+  static const OpSchema s{"view_scatter", 0, -1, -1};
+  return s;
+}
+
+std::vector<TensorMeta> ViewScatterOp::infer(const TensorList& inputs) const {
+  const Tensor& base = inputs[0];
+  const Tensor& src = inputs[1];
+  TG_CHECK(src.sizes() == sizes_, "[view_scatter] source has sizes ", shape_str(src.sizes()), ", expected ",
+           shape_str(sizes_));
+  TensorMeta out = meta_of(base);
+  out.strides = dense_strides_like(out);
+  out.offset = 0;
+  return {out};
+}
+
+void ViewScatterOp::eval(const TensorList& inputs, TensorList& outputs) const {
+  Tensor out = outputs[0];
+  out.copy_(inputs[0]);
+  out.as_strided(sizes_, strides_, out.storage_offset() + relative_offset_).copy_(inputs[1]);
+}
+
+std::string ViewScatterOp::attrs() const { return geometry_str(sizes_, strides_, relative_offset_); }
+
+AliasViewOp::AliasViewOp(Shape sizes, Shape strides, int64_t relative_offset)
+    : sizes_(std::move(sizes)), strides_(std::move(strides)), relative_offset_(relative_offset) {}
+
+const OpSchema& AliasViewOp::schema() const {
+  static const OpSchema s{"alias_view", kView, -1, 0};
+  return s;
+}
+
+std::vector<TensorMeta> AliasViewOp::infer(const TensorList& inputs) const {
+  const Tensor& base = inputs[0];
+  TensorMeta out{sizes_, strides_, base.storage_offset() + relative_offset_, base.dtype(), base.device()};
+  TG_CHECK(out.offset >= 0, "[alias_view] negative storage offset ", out.offset);
+  return {out};
+}
+
+std::string AliasViewOp::attrs() const { return geometry_str(sizes_, strides_, relative_offset_); }
+
+}  // namespace tg::graphs

@@ -1,0 +1,70 @@
+#include "graphs/guards.h"
+
+#include "autograd/grad_mode.h"
+
+namespace tg::graphs {
+namespace {
+
+int32_t alias_index(const TensorList& args, size_t i) {
+  for (size_t j = 0; j < i; ++j)
+    if (args[j].impl()->storage() == args[i].impl()->storage()) return static_cast<int32_t>(j);
+  return -1;
+}
+
+std::string bool_str(bool b) { return b ? "true" : "false"; }
+
+std::optional<std::string> compare(const std::string& who, const ArgumentGuard& g, const Tensor& t) {
+  if (t.sizes() != g.meta.sizes)
+    return who + " size mismatch: expected " + shape_str(g.meta.sizes) + ", got " + shape_str(t.sizes());
+  if (t.strides() != g.meta.strides)
+    return who + " stride mismatch: expected " + shape_str(g.meta.strides) + ", got " + shape_str(t.strides());
+  if (t.dtype() != g.meta.dtype)
+    return who + " dtype mismatch: expected " + std::string(dtype_name(g.meta.dtype)) + ", got " +
+           std::string(dtype_name(t.dtype()));
+  if (t.device() != g.meta.device)
+    return who + " device mismatch: expected " + g.meta.device.str() + ", got " + t.device().str();
+  if (t.requires_grad() != g.requires_grad)
+    return who + " requires_grad mismatch: expected " + bool_str(g.requires_grad) + ", got " +
+           bool_str(t.requires_grad());
+  return std::nullopt;
+}
+
+}  // namespace
+
+Guards Guards::capture(const TensorList& args, const std::vector<std::string>& names) {
+  Guards g;
+  g.names_ = names;
+  g.grad_enabled_ = is_grad_enabled();
+  for (size_t i = 0; i < args.size(); ++i)
+    g.args_.push_back(ArgumentGuard{meta_of(args[i]), args[i].requires_grad(), alias_index(args, i)});
+  return g;
+}
+
+void Guards::add_lifted(const TensorList& lifted) {
+  lifted_ = lifted;
+  for (const Tensor& t : lifted) lifted_guards_.push_back(ArgumentGuard{meta_of(t), t.requires_grad(), -1});
+}
+
+std::string Guards::name(size_t i) const {
+  return i < names_.size() ? "input '" + names_[i] + "'" : "input " + std::to_string(i);
+}
+
+std::optional<std::string> Guards::check(const TensorList& args) const {
+  if (args.size() != args_.size())
+    return "expected " + std::to_string(args_.size()) + " inputs, got " + std::to_string(args.size());
+  if (is_grad_enabled() != grad_enabled_)
+    return "grad mode mismatch: expected " + bool_str(grad_enabled_) + ", got " + bool_str(is_grad_enabled());
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (auto r = compare(name(i), args_[i], args[i])) return r;
+    const int32_t alias = alias_index(args, i);
+    if (alias != args_[i].alias_of) {
+      if (alias >= 0) return name(i) + " is " + name(static_cast<size_t>(alias));
+      return name(i) + " is no longer " + name(static_cast<size_t>(args_[i].alias_of));
+    }
+  }
+  for (size_t i = 0; i < lifted_.size(); ++i)
+    if (auto r = compare("captured tensor " + std::to_string(i), lifted_guards_[i], lifted_[i])) return r;
+  return std::nullopt;
+}
+
+}  // namespace tg::graphs

@@ -1,0 +1,114 @@
+#include "graphs/joint.h"
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "graphs/tracer.h"
+
+namespace tg::graphs {
+namespace {
+
+// The stand-in of a primal, by reference.
+const Tensor& proxy_of(const PrimalRef& p, const TensorList& arg_proxies, const Tracer& tracer) {
+  return p.kind == InputKind::Argument ? arg_proxies[static_cast<size_t>(p.index)]
+                                       : tracer.lifted_proxies()[static_cast<size_t>(p.index)];
+}
+
+// The stand-in whose storage `t` shares, if any.
+std::optional<PrimalRef> storage_owner(const Tensor& t, const TensorList& arg_proxies, const Tracer& tracer) {
+  for (size_t i = 0; i < arg_proxies.size(); ++i)
+    if (arg_proxies[i].impl()->storage() == t.impl()->storage()) return PrimalRef{InputKind::Argument, static_cast<int32_t>(i)};
+  const TensorList& lifted = tracer.lifted_proxies();
+  for (size_t i = 0; i < lifted.size(); ++i)
+    if (lifted[i].impl()->storage() == t.impl()->storage()) return PrimalRef{InputKind::Lifted, static_cast<int32_t>(i)};
+  return std::nullopt;
+}
+
+}  // namespace
+
+JointGraph trace_joint(const GraphFn& fn, const TensorList& args) {
+  JointGraph joint;
+  Graph& g = joint.graph;
+  Tracer tracer(g);
+  TensorList proxies;
+  {
+    OpObserverGuard observe(&tracer);
+    for (size_t i = 0; i < args.size(); ++i) {
+      const Tensor& a = args[i];
+      TG_CHECK(a.defined(), "[compile] argument ", i, " is an undefined tensor");
+      int32_t dup = -1;
+      for (size_t j = 0; j < i && dup < 0; ++j)
+        if (args[j].impl()->storage() == a.impl()->storage()) dup = static_cast<int32_t>(j);
+      joint.duplicate_of.push_back(dup);
+      proxies.push_back(dup >= 0 ? tracer.add_aliased_input(a, proxies[static_cast<size_t>(dup)])
+                                 : tracer.add_input(a, InputKind::Argument, static_cast<int32_t>(i),
+                                                    "arg" + std::to_string(i)));
+    }
+    const bool grad_before = is_grad_enabled();
+    TensorList outputs;
+    try {
+      outputs = fn(proxies);
+    } catch (...) {
+      set_grad_enabled(grad_before);
+      throw;
+    }
+    joint.grad_enabled_after = is_grad_enabled();
+    joint.lifted = tracer.lifted();
+
+    joint.num_user_outputs = outputs.size();
+    for (const Tensor& out : outputs) {
+      TG_CHECK(out.defined(), "[compile] the traced function returned an undefined tensor");
+      g.outputs.push_back(tracer.value_of(out));
+      joint.output_requires_grad.push_back(out.requires_grad());
+      std::optional<OutputAlias> alias;
+      if (auto owner = storage_owner(out, proxies, tracer))
+        alias = OutputAlias{*owner, out.sizes(), out.strides(), out.storage_offset()};
+      joint.output_aliases.push_back(alias);
+    }
+
+    // Inputs the function wrote into get their final contents as extra outputs.
+    auto note_mutation = [&](const PrimalRef& p) {
+      const Tensor& proxy = proxy_of(p, proxies, tracer);
+      if (!tracer.was_mutated(proxy)) return;
+      joint.mutated.push_back(p);
+      g.outputs.push_back(tracer.final_value_of(proxy));
+    };
+    for (size_t i = 0; i < proxies.size(); ++i)
+      if (joint.duplicate_of[i] < 0) note_mutation({InputKind::Argument, static_cast<int32_t>(i)});
+    for (size_t i = 0; i < tracer.lifted_proxies().size(); ++i) note_mutation({InputKind::Lifted, static_cast<int32_t>(i)});
+
+    // The backward: run the tape on fake tangents under the tracer.
+    TensorList diff_outputs;
+    for (const Tensor& out : outputs)
+      if (out.requires_grad()) diff_outputs.push_back(out);
+    TensorList diff_primals;
+    auto consider = [&](const PrimalRef& p) {
+      const Tensor& proxy = proxy_of(p, proxies, tracer);
+      if (!proxy.requires_grad()) return;
+      joint.grad_primals.push_back(p);
+      diff_primals.push_back(proxy);
+    };
+    for (size_t i = 0; i < proxies.size(); ++i)
+      if (joint.duplicate_of[i] < 0) consider({InputKind::Argument, static_cast<int32_t>(i)});
+    for (size_t i = 0; i < tracer.lifted_proxies().size(); ++i) consider({InputKind::Lifted, static_cast<int32_t>(i)});
+    if (diff_outputs.empty() || diff_primals.empty()) {
+      joint.grad_primals.clear();
+      return joint;
+    }
+    TensorList tangents;
+    for (size_t i = 0; i < diff_outputs.size(); ++i) {
+      const Tensor& out = diff_outputs[i];
+      Tensor like(std::make_shared<TensorImpl>(out.impl()->storage(), out.sizes(), contiguous_strides(out.sizes()), 0,
+                                               out.dtype()));
+      tangents.push_back(tracer.add_input(like, InputKind::Tangent, static_cast<int32_t>(i), "tangent" + std::to_string(i)));
+      joint.tangent_values.push_back(g.inputs.back().value);
+    }
+    tracer.set_phase(Phase::Backward);
+    GradModeGuard grad_on(true);
+    TensorList grads = grad(diff_outputs, diff_primals, tangents, /*retain_graph=*/true, /*create_graph=*/false,
+                            /*allow_unused=*/true);
+    for (const Tensor& gr : grads) g.outputs.push_back(tracer.value_of(gr));
+  }
+  return joint;
+}
+
+}  // namespace tg::graphs

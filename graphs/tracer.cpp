@@ -1,0 +1,219 @@
+#include "graphs/tracer.h"
+
+#include "autograd/engine.h"
+#include "autograd/node.h"
+#include "graphs/functional_ops.h"
+
+namespace tg::graphs {
+namespace {
+
+bool same_geometry(const Tensor& t, const TensorMeta& m) {
+  return t.sizes() == m.sizes && t.strides() == m.strides && t.storage_offset() == m.offset;
+}
+
+// A data-less tensor with t's metadata over a fresh fake storage of the same size.
+Tensor make_proxy(const Tensor& t) {
+  const TensorImpl& i = *t.impl();
+  auto storage = std::make_shared<StorageImpl>(i.device(), i.storage()->nbytes(), /*fake=*/true);
+  Tensor proxy(std::make_shared<TensorImpl>(storage, i.sizes(), i.strides(), i.storage_offset(), i.dtype()));
+  if (t.requires_grad()) proxy.impl()->autograd().requires_grad = true;
+  return proxy;
+}
+
+}  // namespace
+
+Tensor Tracer::add_input(const Tensor& real, InputKind kind, int32_t index, const std::string& name) {
+  Tensor proxy = make_proxy(real);
+  const ValueId v = graph_.add_value(meta_of(proxy), name);
+  graph_.values[static_cast<size_t>(v)].requires_grad = real.requires_grad();
+  graph_.add_input(v, kind, index);
+  storages_[proxy.impl()->storage().get()] = StorageState{v, meta_of(proxy), false};
+  bind(proxy, v);
+  return proxy;
+}
+
+Tensor Tracer::add_aliased_input(const Tensor& real, const Tensor& earlier_proxy) {
+  const TensorImpl& i = *real.impl();
+  Tensor proxy(std::make_shared<TensorImpl>(earlier_proxy.impl()->storage(), i.sizes(), i.strides(),
+                                            i.storage_offset(), i.dtype()));
+  if (real.requires_grad()) proxy.impl()->autograd().requires_grad = true;
+  keep_alive_.push_back(proxy);
+  return proxy;
+}
+
+bool Tracer::is_constant(const Tensor& t) const {
+  return t.defined() && constant_storages_.count(t.impl()->storage().get()) > 0;
+}
+
+void Tracer::bind(const Tensor& t, ValueId v) {
+  const StorageImpl* s = t.impl()->storage().get();
+  tensors_[t.impl()] = TensorState{v, s, s->version()};
+  keep_alive_.push_back(t);
+}
+
+ValueId Tracer::new_value(const Tensor& t, std::string_view stem) {
+  return graph_.add_value(meta_of(t), std::string(stem) + "_" + std::to_string(name_counter_++));
+}
+
+ValueId Tracer::value_of(const Tensor& t) {
+  if (!t.defined()) return -1;
+  const StorageImpl* s = t.impl()->storage().get();
+  auto known = tensors_.find(t.impl());
+  if (known != tensors_.end() && known->second.storage == s && known->second.version == s->version())
+    return known->second.value;
+  if (is_constant(t)) {
+    // Constants hold real data: the current contents are simply snapshotted.
+    const ValueId v = new_value(t, "constant");
+    graph_.constants[v] = t.detach().clone();
+    bind(t, v);
+    return v;
+  }
+  auto st = storages_.find(s);
+  TG_CHECK(st != storages_.end(), "[trace] an op used a tensor of shape ", shape_str(t.sizes()),
+           " that is neither an input, a captured tensor, nor produced inside the traced function");
+  const StorageState& state = st->second;
+  if (same_geometry(t, state.base_meta) && t.dtype() == state.base_meta.dtype) {
+    bind(t, state.base);
+    return state.base;
+  }
+  // A view whose base was rewritten (or a tensor re-wrapped by autograd): regenerate it from the base.
+  auto op = std::make_shared<const AliasViewOp>(t.sizes(), t.strides(), t.storage_offset() - state.base_meta.offset);
+  const ValueId v = new_value(t, "alias");
+  graph_.add_node(op, {state.base}, {v}, phase_, -1);
+  bind(t, v);
+  return v;
+}
+
+bool Tracer::was_mutated(const Tensor& proxy) const {
+  auto st = storages_.find(proxy.impl()->storage().get());
+  return st != storages_.end() && st->second.mutated;
+}
+
+ValueId Tracer::final_value_of(const Tensor& proxy) { return value_of(proxy); }
+
+void Tracer::before_op(const OpPtr&, TensorList& inputs) {
+  for (Tensor& t : inputs) {
+    if (!t.defined() || t.impl()->storage()->is_fake() || is_constant(t)) continue;
+    // A real tensor from outside the function (a parameter): lift it into a graph input by identity.
+    auto it = lifted_proxies_.find(t.impl());
+    if (it == lifted_proxies_.end()) {
+      const auto index = static_cast<int32_t>(lifted_.size());
+      Tensor proxy = add_input(t, InputKind::Lifted, index, "lifted" + std::to_string(index));
+      lifted_.push_back(t);
+      lifted_proxy_list_.push_back(proxy);
+      it = lifted_proxies_.emplace(t.impl(), proxy).first;
+    }
+    t = it->second;
+  }
+}
+
+bool Tracer::wants_fake_outputs(const OpPtr& op, const TensorList& inputs) {
+  if (op->has(kRandom) || op->has(kDeviceCopy) || op->has(kHostSync)) return true;
+  for (const Tensor& t : inputs)
+    if (t.defined() && !is_constant(t)) return true;
+  for (const TensorMeta& m : op->infer(inputs))
+    if (!m.device.is_cpu()) return true;
+  return false;  // a CPU computation on constants only: run it now and fold the result
+}
+
+int64_t Tracer::current_sequence_nr(const TensorList& outputs) const {
+  if (phase_ == Phase::Backward) return current_backward_sequence_nr();
+  for (const Tensor& t : outputs)
+    if (t.defined() && t.grad_fn()) return static_cast<int64_t>(t.grad_fn()->sequence_nr());
+  return -1;
+}
+
+void Tracer::record_constant_outputs(const TensorList& outputs) {
+  for (const Tensor& out : outputs) {
+    constant_storages_.insert(out.impl()->storage().get());
+    keep_alive_.push_back(out);
+  }
+}
+
+void Tracer::record_set(const TensorList& inputs) {
+  // x.set_(src): x now shares src's storage, so its reads resolve through src's storage state.
+  tensors_.erase(inputs[0].impl());
+  value_of(inputs[0]);
+}
+
+void Tracer::record_inplace(const OpPtr& op, const TensorList& inputs, const TensorList& outputs) {
+  const auto m = static_cast<size_t>(op->schema().mutates);
+  const Tensor& target = inputs[m];
+  const StorageImpl* s = target.impl()->storage().get();
+  std::vector<ValueId> ins;
+  ins.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    // The write already bumped the target's version; its pre-write value is the last one bound.
+    auto known = tensors_.find(inputs[i].impl());
+    const bool stale_by_this_write = known != tensors_.end() && known->second.storage == s &&
+                                     known->second.version + 1 == s->version();
+    ins.push_back(stale_by_this_write && inputs[i].is_same(target) ? known->second.value : value_of(inputs[i]));
+  }
+  auto fop = std::make_shared<const FunctionalizedOp>(op);
+  const ValueId nv = new_value(target, fop->name());
+  graph_.values[static_cast<size_t>(nv)].meta = fop->infer(inputs)[0];
+  graph_.add_node(fop, ins, {nv}, phase_, current_sequence_nr(outputs));
+
+  auto st = storages_.find(s);
+  if (st == storages_.end()) {
+    // Writing into a constant with non-constant operands: the storage now lives in the graph.
+    constant_storages_.erase(s);
+    st = storages_.emplace(s, StorageState{nv, meta_of(target), false}).first;
+  }
+  StorageState& state = st->second;
+  if (op->has(kMetadataMutation) || (same_geometry(target, state.base_meta) && target.dtype() == state.base_meta.dtype)) {
+    TG_CHECK(op->has(kMetadataMutation) || dense_strides_like(meta_of(target)) == target.strides(), "[",
+             op->name(), "] in-place write to a tensor with non-dense strides ", shape_str(target.strides()),
+             " inside a compiled function is not supported; clone() it first");
+    state.base = nv;
+    state.base_meta = meta_of(target);
+  } else {
+    auto scatter = std::make_shared<const ViewScatterOp>(target.sizes(), target.strides(),
+                                                         target.storage_offset() - state.base_meta.offset);
+    const ValueId nb = graph_.add_value(state.base_meta, "scatter_" + std::to_string(name_counter_++));
+    graph_.values[static_cast<size_t>(nb)].meta.strides = dense_strides_like(state.base_meta);
+    graph_.values[static_cast<size_t>(nb)].meta.offset = 0;
+    graph_.add_node(scatter, {state.base, nv}, {nb}, phase_, current_sequence_nr(outputs));
+    state.base = nb;
+  }
+  state.mutated = true;
+  bind(target, nv);
+}
+
+void Tracer::on_op(const OpPtr& op, const TensorList& inputs, const TensorList& outputs) {
+  bool all_constant = true;
+  for (const Tensor& t : inputs)
+    if (t.defined() && !is_constant(t)) all_constant = false;
+  const bool ran_for_real = !outputs.empty() && !outputs[0].impl()->storage()->is_fake();
+  if (all_constant && ran_for_real) {
+    // Folded: the data is real; values are snapshotted when a non-constant op reads them.
+    if (op->schema().mutates < 0) record_constant_outputs(outputs);
+    return;
+  }
+  if (op->name() == "set_") {
+    record_set(inputs);
+    return;
+  }
+  if (op->schema().mutates >= 0) {
+    record_inplace(op, inputs, outputs);
+    return;
+  }
+  std::vector<ValueId> ins;
+  ins.reserve(inputs.size());
+  for (const Tensor& t : inputs) ins.push_back(value_of(t));
+  std::vector<ValueId> outs;
+  outs.reserve(outputs.size());
+  for (const Tensor& out : outputs) {
+    const ValueId v = new_value(out, op->name());
+    graph_.values[static_cast<size_t>(v)].requires_grad = out.requires_grad();
+    outs.push_back(v);
+  }
+  graph_.add_node(op, ins, outs, phase_, current_sequence_nr(outputs));
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    if (!op->has(kView)) storages_[out.impl()->storage().get()] = StorageState{outs[i], meta_of(out), false};
+    bind(out, outs[i]);
+  }
+}
+
+}  // namespace tg::graphs

@@ -1,0 +1,78 @@
+// Records dispatched ops on fake tensors into a Graph, functionalizing in-place ops as it goes.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "graphs/graph.h"
+#include "ops/dispatch.h"
+
+namespace tg::graphs {
+
+// An OpObserver that turns the ops of a traced function into graph nodes. Tensors are tracked by
+// identity and by storage: each storage has a current "base" value, so a write through any alias
+// becomes an out-of-place node (plus a view_scatter into the base), and a later read of a stale
+// alias is regenerated from the base. Real tensors the function captured are lifted into inputs;
+// ops whose inputs are all CPU constants run for real and are folded into constants.
+class Tracer final : public OpObserver {
+ public:
+  explicit Tracer(Graph& graph) : graph_(graph) {}
+
+  // A data-less stand-in for a caller's tensor, registered as graph input (kind, index).
+  Tensor add_input(const Tensor& real, InputKind kind, int32_t index, const std::string& name);
+  // A stand-in for an argument that shares storage with an earlier argument's stand-in.
+  Tensor add_aliased_input(const Tensor& real, const Tensor& earlier_proxy);
+  // Phase recorded on the nodes that follow (backward nodes get the running tape node's sequence nr).
+  void set_phase(Phase phase) { phase_ = phase; }
+  // The graph value holding t's current contents (regenerating a view of a mutated base if needed);
+  // -1 for an undefined tensor.
+  ValueId value_of(const Tensor& t);
+  // Real tensors captured by the function, in the order of their Lifted inputs.
+  const TensorList& lifted() const { return lifted_; }
+  // Stand-ins of the lifted tensors, parallel to lifted().
+  const TensorList& lifted_proxies() const { return lifted_proxy_list_; }
+  // True when some op wrote into the storage of `proxy` (an input stand-in).
+  bool was_mutated(const Tensor& proxy) const;
+  // The value holding the final contents of proxy's storage, laid out like proxy.
+  ValueId final_value_of(const Tensor& proxy);
+
+  void before_op(const OpPtr& op, TensorList& inputs) override;
+  bool wants_fake_outputs(const OpPtr& op, const TensorList& inputs) override;
+  void on_op(const OpPtr& op, const TensorList& inputs, const TensorList& outputs) override;
+
+ private:
+  // What the graph knows about one storage: the value holding its contents and that value's geometry.
+  struct StorageState {
+    ValueId base = -1;
+    TensorMeta base_meta;
+    bool mutated = false;
+  };
+  // The value a tensor was last bound to, valid while its storage's version is unchanged.
+  struct TensorState {
+    ValueId value = -1;
+    const StorageImpl* storage = nullptr;
+    uint64_t version = 0;
+  };
+
+  bool is_constant(const Tensor& t) const;
+  void record_constant_outputs(const TensorList& outputs);
+  void record_inplace(const OpPtr& op, const TensorList& inputs, const TensorList& outputs);
+  void record_set(const TensorList& inputs);
+  void bind(const Tensor& t, ValueId v);
+  ValueId new_value(const Tensor& t, std::string_view stem);
+  int64_t current_sequence_nr(const TensorList& outputs) const;
+
+  Graph& graph_;
+  Phase phase_ = Phase::Forward;
+  std::unordered_map<const StorageImpl*, StorageState> storages_;
+  std::unordered_map<const TensorImpl*, TensorState> tensors_;
+  std::unordered_set<const StorageImpl*> constant_storages_;
+  std::unordered_map<const TensorImpl*, Tensor> lifted_proxies_;
+  TensorList lifted_;
+  TensorList lifted_proxy_list_;
+  TensorList keep_alive_;  // every traced tensor stays alive so addresses are never reused
+  int name_counter_ = 0;
+};
+
+}  // namespace tg::graphs
