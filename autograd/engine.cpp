@@ -7,6 +7,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/op_node.h"
+#include "ops/dispatch.h"
 #include "ops/factory.h"
 
 namespace tg {
@@ -64,6 +65,7 @@ class GraphTask {
       run_pre_hooks(*node, grads);
       store_captures(*node, grads);
       if (only_captures && !needed_.count(node)) continue;
+      if (node->traced_double_backward() && current_op_observer() != nullptr) throw DoubleBackwardError();
       TensorList out;
       {
         SequenceNrScope scope(static_cast<int64_t>(node->sequence_nr()));
@@ -185,14 +187,21 @@ void backward(const TensorList& outputs, const TensorList& grad_outputs, bool re
 
 TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs,
                 std::optional<bool> retain_graph, bool create_graph, bool allow_unused) {
-  auto [roots, grads] = collect_roots(outputs, grad_outputs);
-  GraphTask task(retain_graph.value_or(create_graph), create_graph);
-  task.resize_captures(inputs.size());
+  std::vector<Edge> edges;
   for (size_t i = 0; i < inputs.size(); ++i) {
     TG_CHECK(inputs[i].defined() && inputs[i].requires_grad(), "[grad] input ", i,
              " does not require grad; only tensors with requires_grad=true can be differentiated against");
-    task.capture(gradient_edge(inputs[i]), i);
+    edges.push_back(gradient_edge(inputs[i]));
   }
+  return grad_at_edges(outputs, edges, grad_outputs, retain_graph.value_or(create_graph), create_graph, allow_unused);
+}
+
+TensorList grad_at_edges(const TensorList& outputs, const std::vector<Edge>& inputs, const TensorList& grad_outputs,
+                         bool retain_graph, bool create_graph, bool allow_unused) {
+  auto [roots, grads] = collect_roots(outputs, grad_outputs);
+  GraphTask task(retain_graph, create_graph);
+  task.resize_captures(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) task.capture(inputs[i], i);
   task.run(roots, std::move(grads), /*only_captures=*/true);
   TensorList result = std::move(task.captured());
   for (size_t i = 0; i < result.size(); ++i) {

@@ -17,6 +17,13 @@ void backward(const TensorList& outputs, const TensorList& grad_outputs = {}, bo
 TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs = {},
                 std::optional<bool> retain_graph = {}, bool create_graph = false, bool allow_unused = false);
 
+class Node;
+struct Edge;
+// grad() with the inputs given as the edges their gradients arrive at (recorded before the inputs
+// were written in place): what graph tracing uses to differentiate w.r.t. function inputs.
+TensorList grad_at_edges(const TensorList& outputs, const std::vector<Edge>& inputs, const TensorList& grad_outputs,
+                         bool retain_graph, bool create_graph, bool allow_unused);
+
 // The sequence number of the tape node whose backward is running on this thread (-1 when none);
 // graph tracing tags backward ops with it.
 int64_t current_backward_sequence_nr();

@@ -40,6 +40,11 @@ class Node : public std::enable_shared_from_this<Node> {
   // Metadata of each output this node receives a gradient for (to check and zero-fill grads).
   std::vector<TensorMeta>& output_metas() { return output_metas_; }
 
+  // Marks a node recorded while a create_graph backward ran under graph tracing: differentiating
+  // through it again while tracing is double backward, which compiled functions refuse.
+  void mark_traced_double_backward() { traced_double_backward_ = true; }
+  bool traced_double_backward() const { return traced_double_backward_; }
+
   // Hooks run on the gradient arriving for output `output_nr` before apply().
   void add_pre_hook(uint32_t output_nr, GradHook hook) { pre_hooks_[output_nr].push_back(std::move(hook)); }
   const std::map<uint32_t, std::vector<GradHook>>& pre_hooks() const { return pre_hooks_; }
@@ -49,6 +54,7 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<TensorMeta> output_metas_;
   std::map<uint32_t, std::vector<GradHook>> pre_hooks_;
   uint64_t sequence_nr_;
+  bool traced_double_backward_ = false;
 };
 
 }  // namespace tg

@@ -56,10 +56,14 @@ std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const Ten
   const bool grad_before = is_grad_enabled();
   try {
     entry->joint = trace_joint(s.fn, args);
-  } catch (const DataDependentError& e) {
+  } catch (const Error& e) {
+    const bool data_dependent = dynamic_cast<const DataDependentError*>(&e) != nullptr;
+    if (!data_dependent && !dynamic_cast<const TraceFallback*>(&e)) throw;
     set_grad_enabled(grad_before);
+    if (s.options.fullgraph) throw;
     entry->eager = true;
-    const std::string reason = std::string("data-dependent operation while tracing: ") + e.what();
+    const std::string reason =
+        std::string(data_dependent ? "data-dependent operation while tracing: " : "untraceable: ") + e.what();
     record_fallback(s.counters, reason);
     log_line("recompiles", "falling back to eager for this input signature: " + reason);
     return entry;
@@ -149,7 +153,8 @@ TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorLi
     tangent_metas.push_back(contiguous_meta(outputs[i].sizes(), outputs[i].dtype(), outputs[i].device()));
   }
   if (diff_outputs.empty()) return outputs;
-  auto runner = [entry](const TensorList& saved_values, const TensorList& tangents) {
+  auto runner = [entry](const TensorList& saved_values, const TensorList& tangents) -> TensorList {
+    if (entry->joint.backward_refused) throw DoubleBackwardError();
     TensorList inputs = saved_values;
     inputs.insert(inputs.end(), tangents.begin(), tangents.end());
     return entry->backward->run(inputs);

@@ -19,6 +19,7 @@ struct CompileOptions {
   std::string backend = "aot_eager";    // "eager" (no graphs) or "aot_eager" (graph interpreter)
   std::string partitioner = "default";  // "default" or "min_cut"
   int cache_limit = 8;                  // compiled variants per function before falling back to eager
+  bool fullgraph = false;               // raise on data-dependent code instead of running it eagerly
   std::vector<std::string> input_names; // names used in recompile reasons (default: "input N")
 };
 

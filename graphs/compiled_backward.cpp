@@ -10,10 +10,36 @@ CompiledBackward::CompiledBackward(Runner runner, TensorList saved, std::vector<
   output_metas() = std::move(tangent_metas);
 }
 
+namespace {
+
+// Stands where a compiled backward's results would need their own backward: refuses it.
+class RefuseDoubleBackward final : public Node {
+ public:
+  TensorList apply(TensorList&&) override { throw DoubleBackwardError(); }
+  std::string name() const override { return "CompiledFunctionBackwardBackward"; }
+};
+
+}  // namespace
+
 TensorList CompiledBackward::apply(TensorList&& grad_outputs) {
-  TG_CHECK(!is_grad_enabled(), "torch.compile with aot_autograd does not currently support double backward "
-           "(tapegraph: a compiled function's backward cannot itself be differentiated; call backward without "
-           "create_graph, or run the function eagerly)");
+  if (is_grad_enabled()) {
+    // create_graph: the gradients are computed, but differentiating them again is refused.
+    TensorList grads;
+    {
+      NoGradGuard no_grad;
+      grads = apply(std::move(grad_outputs));
+    }
+    auto refuse = std::make_shared<RefuseDoubleBackward>();
+    refuse->mutable_next_edges() = next_edges();  // so the engine sees the inputs it would lead to
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (!grads[i].defined()) continue;
+      refuse->output_metas().push_back(meta_of(grads[i]));
+      AutogradMeta& meta = grads[i].impl()->autograd();
+      meta.grad_fn = refuse;
+      meta.output_nr = static_cast<uint32_t>(refuse->output_metas().size() - 1);
+    }
+    return grads;
+  }
   TG_CHECK(!released_, "Trying to backward through the graph a second time (or directly access saved tensors after "
            "they have already been freed). Saved intermediate values of the graph are freed when you call "
            ".backward() or autograd.grad(). Specify retain_graph=true if you need to backward through the graph a "

@@ -58,8 +58,9 @@ std::optional<std::string> Guards::check(const TensorList& args) const {
     if (auto r = compare(name(i), args_[i], args[i])) return r;
     const int32_t alias = alias_index(args, i);
     if (alias != args_[i].alias_of) {
-      if (alias >= 0) return name(i) + " is " + name(static_cast<size_t>(alias));
-      return name(i) + " is no longer " + name(static_cast<size_t>(args_[i].alias_of));
+      // Reported as the guard that failed, in the style of "L['y'] is L['x']".
+      if (args_[i].alias_of >= 0) return name(i) + " is " + name(static_cast<size_t>(args_[i].alias_of));
+      return name(i) + " is not " + name(static_cast<size_t>(alias));
     }
   }
   for (size_t i = 0; i < lifted_.size(); ++i)

@@ -2,6 +2,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "autograd/node.h"
 #include "graphs/tracer.h"
 
 namespace tg::graphs {
@@ -39,9 +40,16 @@ JointGraph trace_joint(const GraphFn& fn, const TensorList& args) {
       for (size_t j = 0; j < i && dup < 0; ++j)
         if (args[j].impl()->storage() == a.impl()->storage()) dup = static_cast<int32_t>(j);
       joint.duplicate_of.push_back(dup);
-      proxies.push_back(dup >= 0 ? tracer.add_aliased_input(a, proxies[static_cast<size_t>(dup)])
-                                 : tracer.add_input(a, InputKind::Argument, static_cast<int32_t>(i),
-                                                    "arg" + std::to_string(i)));
+      if (dup < 0) {
+        proxies.push_back(tracer.add_input(a, InputKind::Argument, static_cast<int32_t>(i), "arg" + std::to_string(i)));
+      } else if (args[static_cast<size_t>(dup)].is_same(a)) {
+        proxies.push_back(proxies[static_cast<size_t>(dup)]);  // f(a, a): one stand-in, one gradient
+      } else {
+        if (a.requires_grad() || args[static_cast<size_t>(dup)].requires_grad())
+          throw TraceFallback("arguments " + std::to_string(dup) + " and " + std::to_string(i) +
+                              " are different tensors over the same memory and require grad");
+        proxies.push_back(tracer.add_aliased_input(a, proxies[static_cast<size_t>(dup)]));
+      }
     }
     const bool grad_before = is_grad_enabled();
     TensorList outputs;
@@ -80,12 +88,12 @@ JointGraph trace_joint(const GraphFn& fn, const TensorList& args) {
     TensorList diff_outputs;
     for (const Tensor& out : outputs)
       if (out.requires_grad()) diff_outputs.push_back(out);
-    TensorList diff_primals;
+    std::vector<Edge> diff_primals;
     auto consider = [&](const PrimalRef& p) {
       const Tensor& proxy = proxy_of(p, proxies, tracer);
       if (!proxy.requires_grad()) return;
       joint.grad_primals.push_back(p);
-      diff_primals.push_back(proxy);
+      diff_primals.push_back(tracer.input_edge(proxy));
     };
     for (size_t i = 0; i < proxies.size(); ++i)
       if (joint.duplicate_of[i] < 0) consider({InputKind::Argument, static_cast<int32_t>(i)});
@@ -104,9 +112,14 @@ JointGraph trace_joint(const GraphFn& fn, const TensorList& args) {
     }
     tracer.set_phase(Phase::Backward);
     GradModeGuard grad_on(true);
-    TensorList grads = grad(diff_outputs, diff_primals, tangents, /*retain_graph=*/true, /*create_graph=*/false,
-                            /*allow_unused=*/true);
-    for (const Tensor& gr : grads) g.outputs.push_back(tracer.value_of(gr));
+    try {
+      TensorList grads = grad_at_edges(diff_outputs, diff_primals, tangents, /*retain_graph=*/true,
+                                       /*create_graph=*/false, /*allow_unused=*/true);
+      for (const Tensor& gr : grads) g.outputs.push_back(tracer.value_of(gr));
+    } catch (const DoubleBackwardError&) {
+      // The outputs are gradients computed inside the function: their backward is refused when asked for.
+      joint.backward_refused = true;
+    }
   }
   return joint;
 }

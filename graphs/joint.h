@@ -39,6 +39,14 @@ struct JointGraph {
   std::vector<int32_t> duplicate_of;       // per argument: earlier argument sharing its storage, or -1
   bool grad_enabled_after = true;          // grad mode when the function returned
   std::vector<ValueId> tangent_values;     // per output requiring grad, in order
+  bool backward_refused = false;           // the backward would need double backward: refused when run
+};
+
+// Thrown by trace_joint for functions it can trace only by giving up on graphs (compile() then runs
+// that input signature eagerly, and records the reason).
+class TraceFallback : public Error {
+ public:
+  using Error::Error;
 };
 
 // Traces fn on fake stand-ins of args (no kernels run). Throws DataDependentError when fn reads

@@ -2,6 +2,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/node.h"
+#include "autograd/op_node.h"
 #include "graphs/functional_ops.h"
 
 namespace tg::graphs {
@@ -11,12 +12,33 @@ bool same_geometry(const Tensor& t, const TensorMeta& m) {
   return t.sizes() == m.sizes && t.strides() == m.strides && t.storage_offset() == m.offset;
 }
 
+// The history of a traced input that is not a leaf: gradients stop here (they are captured by the
+// joint trace), and in-place writes to the input are legal as they are in eager mode.
+class InputBoundary final : public Node {
+ public:
+  explicit InputBoundary(const TensorMeta& meta) { output_metas().push_back(meta); }
+  TensorList apply(TensorList&&) override { return {}; }
+  std::string name() const override { return "GraphInput"; }
+};
+
+// Gives a stand-in the autograd standing of the caller's tensor: a leaf, or a non-leaf.
+void copy_autograd_standing(const Tensor& real, Tensor& proxy) {
+  if (!real.requires_grad()) return;
+  AutogradMeta& meta = proxy.impl()->autograd();
+  if (real.is_leaf()) {
+    meta.requires_grad = true;
+  } else {
+    meta.grad_fn = std::make_shared<InputBoundary>(meta_of(proxy));
+    meta.output_nr = 0;
+  }
+}
+
 // A data-less tensor with t's metadata over a fresh fake storage of the same size.
 Tensor make_proxy(const Tensor& t) {
   const TensorImpl& i = *t.impl();
   auto storage = std::make_shared<StorageImpl>(i.device(), i.storage()->nbytes(), /*fake=*/true);
   Tensor proxy(std::make_shared<TensorImpl>(storage, i.sizes(), i.strides(), i.storage_offset(), i.dtype()));
-  if (t.requires_grad()) proxy.impl()->autograd().requires_grad = true;
+  copy_autograd_standing(t, proxy);
   return proxy;
 }
 
@@ -29,14 +51,21 @@ Tensor Tracer::add_input(const Tensor& real, InputKind kind, int32_t index, cons
   graph_.add_input(v, kind, index);
   storages_[proxy.impl()->storage().get()] = StorageState{v, meta_of(proxy), false};
   bind(proxy, v);
+  if (proxy.requires_grad()) input_edges_[proxy.impl()] = gradient_edge(proxy);
   return proxy;
+}
+
+const Edge& Tracer::input_edge(const Tensor& proxy) const {
+  auto it = input_edges_.find(proxy.impl());
+  TG_CHECK(it != input_edges_.end(), "[trace] no gradient edge recorded for this input");
+  return it->second;
 }
 
 Tensor Tracer::add_aliased_input(const Tensor& real, const Tensor& earlier_proxy) {
   const TensorImpl& i = *real.impl();
   Tensor proxy(std::make_shared<TensorImpl>(earlier_proxy.impl()->storage(), i.sizes(), i.strides(),
                                             i.storage_offset(), i.dtype()));
-  if (real.requires_grad()) proxy.impl()->autograd().requires_grad = true;
+  copy_autograd_standing(real, proxy);
   keep_alive_.push_back(proxy);
   return proxy;
 }
@@ -117,7 +146,9 @@ bool Tracer::wants_fake_outputs(const OpPtr& op, const TensorList& inputs) {
 }
 
 int64_t Tracer::current_sequence_nr(const TensorList& outputs) const {
-  if (phase_ == Phase::Backward) return current_backward_sequence_nr();
+  // Ops run by a backward (the joint's, or one the function itself calls) belong to that node's forward op.
+  const int64_t in_backward = current_backward_sequence_nr();
+  if (phase_ == Phase::Backward || in_backward >= 0) return in_backward;
   for (const Tensor& t : outputs)
     if (t.defined() && t.grad_fn()) return static_cast<int64_t>(t.grad_fn()->sequence_nr());
   return -1;

@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/node.h"
 #include "graphs/graph.h"
 #include "ops/dispatch.h"
 
@@ -32,6 +33,9 @@ class Tracer final : public OpObserver {
   const TensorList& lifted() const { return lifted_; }
   // Stand-ins of the lifted tensors, parallel to lifted().
   const TensorList& lifted_proxies() const { return lifted_proxy_list_; }
+  // Where gradients for input stand-in `proxy` arrive, as recorded before the function ran (an
+  // in-place write to the input later gives it new history, but its gradient is still taken here).
+  const Edge& input_edge(const Tensor& proxy) const;
   // True when some op wrote into the storage of `proxy` (an input stand-in).
   bool was_mutated(const Tensor& proxy) const;
   // The value holding the final contents of proxy's storage, laid out like proxy.
@@ -69,6 +73,7 @@ class Tracer final : public OpObserver {
   std::unordered_map<const TensorImpl*, TensorState> tensors_;
   std::unordered_set<const StorageImpl*> constant_storages_;
   std::unordered_map<const TensorImpl*, Tensor> lifted_proxies_;
+  std::unordered_map<const TensorImpl*, Edge> input_edges_;
   TensorList lifted_;
   TensorList lifted_proxy_list_;
   TensorList keep_alive_;  // every traced tensor stays alive so addresses are never reused

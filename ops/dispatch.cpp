@@ -1,5 +1,6 @@
 #include "ops/dispatch.h"
 
+#include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_node.h"
 #include "autograd/view_rebase.h"
@@ -101,7 +102,8 @@ TensorList dispatch(const OpPtr& op, TensorList inputs) {
   if (s.mutates >= 0) {
     const Tensor& target = inputs[static_cast<size_t>(s.mutates)];
     check_inplace_target(*op, target, recording);
-    if (recording && op->saves().inputs) original_target = target.detach().clone();
+    // Not detached: the saved pre-write value keeps its history so double backward reaches it.
+    if (recording && op->saves().inputs) original_target = target.clone();
   }
 
   TensorList outputs = make_outputs(*op, inputs, metas, obs && obs->wants_fake_outputs(op, inputs));
@@ -116,6 +118,7 @@ TensorList dispatch(const OpPtr& op, TensorList inputs) {
     TensorList saved_inputs = inputs;
     if (original_target.defined()) saved_inputs[static_cast<size_t>(s.mutates)] = original_target;
     auto node = std::make_shared<OpNode>(op, inputs);
+    if (obs && current_backward_sequence_nr() >= 0) node->mark_traced_double_backward();
     for (const Tensor& out : outputs) node->output_metas().push_back(meta_of(out));
     node->save(saved_inputs, outputs);
     if (s.mutates >= 0) {

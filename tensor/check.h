@@ -19,6 +19,15 @@ class DataDependentError : public Error {
   using Error::Error;
 };
 
+// Thrown when a compiled function's backward would itself have to be differentiated.
+class DoubleBackwardError : public Error {
+ public:
+  DoubleBackwardError()
+      : Error("torch.compile with aot_autograd does not currently support double backward (tapegraph: the "
+              "backward of a compiled function cannot itself be differentiated; run the function eagerly "
+              "for higher-order gradients)") {}
+};
+
 namespace detail {
 // Concatenates any streamable arguments into one message.
 template <typename... Args>

@@ -17,7 +17,7 @@ void* Tensor::raw_data() const {
   TensorImpl* i = checked();
   if (i->storage()->is_fake()) [[unlikely]] {
     throw DataDependentError(detail::concat(
-        "[data_ptr] cannot access the data of a ", device().is_meta() ? "meta" : "fake",
+        "[data_ptr] Cannot access data pointer of a ", device().is_meta() ? "meta" : "fake",
         " tensor: it has sizes and dtype but no values (a data-dependent read, such as item(), during tracing)"));
   }
   return i->data();
