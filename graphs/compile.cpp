@@ -6,6 +6,9 @@
 #include "autograd/grad_mode.h"
 #include "autograd/op_node.h"
 #include "graphs/compiled_backward.h"
+#include "graphs/cudagraph_executor.h"
+#include "graphs/cudagraph_step.h"
+#include "graphs/staging.h"
 #include "graphs/guards.h"
 #include "graphs/interpreter.h"
 #include "graphs/logs.h"
@@ -20,8 +23,9 @@ struct CompiledEntry {
   bool eager = false;
   JointGraph joint;
   Partition partition;
-  std::unique_ptr<Interpreter> forward;
-  std::unique_ptr<Interpreter> backward;
+  std::unique_ptr<Executor> forward;
+  std::unique_ptr<Executor> backward;
+  bool cudagraphs = false;  // executors are CUDA graph executors
 };
 
 struct CompiledFunction::State {
@@ -50,6 +54,39 @@ void record_fallback(CompileCounters& local, const std::string& reason) {
   global_counters().fallback_reasons.push_back(reason);
 }
 
+// The CUDA device a graph computes on, if any.
+std::optional<Device> cuda_device_of(const Graph& g) {
+  for (const Value& v : g.values)
+    if (v.meta.device.is_cuda()) return v.meta.device;
+  return std::nullopt;
+}
+
+// Interpreters for aot_eager; CUDA graph executors for cudagraphs (interpreters where no CUDA work is).
+void make_executors(CompiledFunction::State& s, CompiledEntry& entry, const TensorList& args) {
+  const Graph& fw = entry.partition.forward;
+  const Graph& bw = entry.partition.backward;
+  std::optional<Device> device = cuda_device_of(fw);
+  if (!device) device = cuda_device_of(bw);
+  if (s.options.backend != "cudagraphs" || !device) {
+    if (s.options.backend == "cudagraphs") log_line("cudagraphs", "no CUDA tensors in the graph: running it with the interpreter");
+    entry.forward = std::make_unique<Interpreter>(fw);
+    entry.backward = std::make_unique<Interpreter>(bw);
+    return;
+  }
+  entry.cudagraphs = true;
+  auto recorder = cuda_graph_recorder(*device);
+  std::vector<bool> fw_static, bw_static;
+  for (const GraphInput& in : fw.inputs)
+    fw_static.push_back(in.kind == InputKind::Lifted ||
+                        (in.kind == InputKind::Argument && is_static_address(args[static_cast<size_t>(in.index)])));
+  for (const GraphInput& in : bw.inputs) bw_static.push_back(in.kind == InputKind::Saved);
+  entry.forward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(fw), std::move(fw_static), recorder, &s.counters,
+                                                      "forward", /*starts_step=*/true, s.options.cudagraph_max_recordings);
+  entry.backward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(bw), std::move(bw_static), recorder,
+                                                       &s.counters, "backward", /*starts_step=*/false,
+                                                       s.options.cudagraph_max_recordings);
+}
+
 std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const TensorList& args) {
   auto entry = std::make_shared<CompiledEntry>();
   entry->guards = Guards::capture(args, s.options.input_names);
@@ -71,8 +108,7 @@ std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const Ten
   set_grad_enabled(grad_before);
   entry->guards.add_lifted(entry->joint.lifted);
   entry->partition = partition(entry->joint, s.partitioner);
-  entry->forward = std::make_unique<Interpreter>(entry->partition.forward);
-  entry->backward = std::make_unique<Interpreter>(entry->partition.backward);
+  make_executors(s, *entry, args);
 
   CompileCounters& c = s.counters;
   ++c.compilations;
@@ -159,7 +195,8 @@ TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorLi
     inputs.insert(inputs.end(), tangents.begin(), tangents.end());
     return entry->backward->run(inputs);
   };
-  auto node = std::make_shared<CompiledBackward>(runner, std::move(saved), std::move(tangent_metas));
+  auto node = std::make_shared<CompiledBackward>(runner, std::move(saved), std::move(tangent_metas),
+                                                 entry->cudagraphs ? pending_backward_token() : nullptr);
   for (const PrimalRef& p : joint.grad_primals) node->mutable_next_edges().push_back(gradient_edge(primal(p, args, joint)));
   for (size_t k = 0; k < diff_outputs.size(); ++k) {
     AutogradMeta& meta = outputs[diff_outputs[k]].impl()->autograd();
@@ -175,8 +212,8 @@ CompiledFunction::CompiledFunction(GraphFn fn, CompileOptions options) : state_(
   state_->fn = std::move(fn);
   state_->options = std::move(options);
   const std::string& backend = state_->options.backend;
-  TG_CHECK(backend == "eager" || backend == "aot_eager", "[compile] unknown backend '", backend,
-           "'; expected 'eager' or 'aot_eager'");
+  TG_CHECK(backend == "eager" || backend == "aot_eager" || backend == "cudagraphs", "[compile] unknown backend '",
+           backend, "'; expected 'eager', 'aot_eager' or 'cudagraphs'");
   state_->partitioner = parse_partitioner(state_->options.partitioner);
   TG_CHECK(state_->options.cache_limit >= 1, "[compile] cache_limit must be at least 1, got ",
            state_->options.cache_limit);

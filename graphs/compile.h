@@ -16,10 +16,11 @@ namespace tg {
 
 // How compile() executes and partitions.
 struct CompileOptions {
-  std::string backend = "aot_eager";    // "eager" (no graphs) or "aot_eager" (graph interpreter)
+  std::string backend = "aot_eager";    // "eager" (no graphs), "aot_eager" (interpreter) or "cudagraphs"
   std::string partitioner = "default";  // "default" or "min_cut"
   int cache_limit = 8;                  // compiled variants per function before falling back to eager
   bool fullgraph = false;               // raise on data-dependent code instead of running it eagerly
+  int cudagraph_max_recordings = 8;     // recordings per segment (new static addresses) before eager
   std::vector<std::string> input_names; // names used in recompile reasons (default: "input N")
 };
 

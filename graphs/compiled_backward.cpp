@@ -5,8 +5,9 @@
 
 namespace tg::graphs {
 
-CompiledBackward::CompiledBackward(Runner runner, TensorList saved, std::vector<TensorMeta> tangent_metas)
-    : runner_(std::move(runner)), saved_(std::move(saved)) {
+CompiledBackward::CompiledBackward(Runner runner, TensorList saved, std::vector<TensorMeta> tangent_metas,
+                                   std::shared_ptr<void> pending)
+    : runner_(std::move(runner)), saved_(std::move(saved)), pending_(std::move(pending)) {
   output_metas() = std::move(tangent_metas);
 }
 
@@ -57,6 +58,7 @@ TensorList CompiledBackward::apply(TensorList&& grad_outputs) {
 
 void CompiledBackward::release_saved() {
   saved_.clear();
+  pending_.reset();
   released_ = true;
 }
 

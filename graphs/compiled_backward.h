@@ -15,7 +15,9 @@ class CompiledBackward final : public Node {
   // run_backward(saved, tangents) returns one gradient per next edge.
   using Runner = std::function<TensorList(const TensorList& saved, const TensorList& tangents)>;
 
-  CompiledBackward(Runner runner, TensorList saved, std::vector<TensorMeta> tangent_metas);
+  // `pending` (may be null) is held until the backward has run or the node is gone.
+  CompiledBackward(Runner runner, TensorList saved, std::vector<TensorMeta> tangent_metas,
+                   std::shared_ptr<void> pending = nullptr);
   TensorList apply(TensorList&& grad_outputs) override;
   std::string name() const override { return "CompiledFunctionBackward"; }
   void release_saved() override;
@@ -23,6 +25,7 @@ class CompiledBackward final : public Node {
  private:
   Runner runner_;
   TensorList saved_;
+  std::shared_ptr<void> pending_;
   bool released_ = false;
 };
 

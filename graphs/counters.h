@@ -20,6 +20,17 @@ struct CompileCounters {
   std::map<std::string, int> backward_ops;   // op counts of the latest backward graph
   int64_t saved_bytes = 0;                   // activations saved for backward by the latest partition
   int recomputed_nodes = 0;                  // forward nodes recomputed in the latest backward graph
+
+  // cudagraphs backend
+  int graphs_captured = 0;                   // CUDA graphs recorded (first recordings and re-records)
+  int rerecords = 0;                         // recordings beyond the first of a segment
+  int replays = 0;                           // CUDA graph launches
+  int warmups = 0;                           // segment runs done eagerly before recording
+  int captured_segments = 0;                 // segments planned for capture
+  int eager_segments = 0;                    // segments planned to run eagerly (islands)
+  int captured_nodes = 0;                    // graph nodes inside captured segments
+  int eager_nodes = 0;                       // graph nodes in eager islands
+  std::map<std::string, int> cudagraph_skips;  // reason -> eager nodes (or segment runs) for that reason
 };
 
 // Counters summed over every compiled function of the process.

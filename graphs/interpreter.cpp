@@ -19,27 +19,32 @@ Interpreter::Interpreter(const Graph& graph) : graph_(graph), release_after_(gra
       release_after_[static_cast<size_t>(last_use[v])].push_back(static_cast<ValueId>(v));
 }
 
-TensorList Interpreter::run(const TensorList& inputs) const {
+TensorList Interpreter::run(const TensorList& inputs) {
   TG_CHECK(inputs.size() == graph_.inputs.size(), "[interpreter] graph expects ", graph_.inputs.size(),
            " inputs, got ", inputs.size());
   NoGradGuard no_grad;
   std::vector<Tensor> env(graph_.values.size());
   for (const auto& [id, t] : graph_.constants) env[static_cast<size_t>(id)] = t;
   for (size_t i = 0; i < inputs.size(); ++i) env[static_cast<size_t>(graph_.inputs[i].value)] = inputs[i];
-  TensorList args;
-  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
-    const GraphNode& n = graph_.nodes[i];
-    args.clear();
-    for (ValueId v : n.inputs) args.push_back(v >= 0 ? env[static_cast<size_t>(v)] : Tensor());
-    TensorList outs = run_kernel(*n.op, args);
-    args.clear();
-    for (size_t k = 0; k < n.outputs.size(); ++k) env[static_cast<size_t>(n.outputs[k])] = std::move(outs[k]);
-    for (ValueId v : release_after_[i]) env[static_cast<size_t>(v)] = Tensor();
-  }
+  run_nodes(env, 0, graph_.nodes.size());
   TensorList result;
   result.reserve(graph_.outputs.size());
   for (ValueId v : graph_.outputs) result.push_back(v >= 0 ? env[static_cast<size_t>(v)] : Tensor());
   return result;
+}
+
+void Interpreter::run_nodes(std::vector<Tensor>& env, size_t first, size_t last) const {
+  TensorList args;
+  for (size_t i = first; i < last; ++i) {
+    const GraphNode& n = graph_.nodes[i];
+    args.clear();
+    for (ValueId v : n.inputs) args.push_back(v >= 0 ? env[static_cast<size_t>(v)] : Tensor());
+    const OpPtr op = n.op->has(kRandom) ? n.op->redraw() : n.op;
+    TensorList outs = run_kernel(*op, args);
+    args.clear();
+    for (size_t k = 0; k < n.outputs.size(); ++k) env[static_cast<size_t>(n.outputs[k])] = std::move(outs[k]);
+    for (ValueId v : release_after_[i]) env[static_cast<size_t>(v)] = Tensor();
+  }
 }
 
 }  // namespace tg::graphs

@@ -3,16 +3,19 @@
 
 #include <vector>
 
+#include "graphs/executor.h"
 #include "graphs/graph.h"
 
 namespace tg::graphs {
 
 // Runs a Graph without dispatch bookkeeping: no tape, no observer. Inputs are given in the order
 // of graph.inputs; the result holds graph.outputs (undefined where an output id is -1).
-class Interpreter {
+class Interpreter final : public Executor {
  public:
   explicit Interpreter(const Graph& graph);
-  TensorList run(const TensorList& inputs) const;
+  TensorList run(const TensorList& inputs) override;
+  // Runs nodes [first, last) of the graph over `env` (values by id), releasing dead values.
+  void run_nodes(std::vector<Tensor>& env, size_t first, size_t last) const;
   const Graph& graph() const { return graph_; }
 
  private:

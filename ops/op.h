@@ -58,6 +58,9 @@ class Op {
   virtual SaveSpec saves() const { return {}; }
   // The op's attributes for printing, e.g. "dim=1, keepdim=true".
   virtual std::string attrs() const { return {}; }
+  // Random ops (kRandom) override this: the same op drawing fresh numbers (a new generator state),
+  // so that a graph run again never repeats the draws of its trace.
+  virtual std::shared_ptr<const Op> redraw() const;
 
   std::string_view name() const { return schema().name; }
   bool has(OpFlag f) const { return (schema().flags & f) != 0; }

@@ -16,12 +16,18 @@ StorageImpl::StorageImpl(Device device, int64_t nbytes, bool fake)
   }
 }
 
+StorageImpl::StorageImpl(Device device, void* data, int64_t nbytes, std::shared_ptr<void> owner)
+    : data_(data), nbytes_(nbytes), device_(device), owner_(std::move(owner)) {}
+
+void StorageImpl::throw_stale() const { throw Error(*stale_message_); }
+
 StorageImpl::~StorageImpl() {
   if (allocator_) allocator_->deallocate(data_);
 }
 
 void StorageImpl::grow(int64_t nbytes) {
   if (nbytes <= nbytes_) return;
+  TG_CHECK(!owner_, "[resize_] cannot grow a tensor whose memory belongs to a CUDA graph; clone() it first");
   if (fake_) {
     nbytes_ = nbytes;
     return;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "tensor/allocator.h"
 #include "tensor/device.h"
@@ -14,6 +15,9 @@ class StorageImpl {
  public:
   // Allocates nbytes on device; a fake storage (tracing) or a meta device holds no data.
   StorageImpl(Device device, int64_t nbytes, bool fake = false);
+  // A storage over memory owned by someone else (a CUDA graph's output buffer); `owner` keeps that
+  // memory alive for as long as this storage exists.
+  StorageImpl(Device device, void* data, int64_t nbytes, std::shared_ptr<void> owner);
   ~StorageImpl();
   StorageImpl(const StorageImpl&) = delete;
   StorageImpl& operator=(const StorageImpl&) = delete;
@@ -26,6 +30,14 @@ class StorageImpl {
   // Grows the allocation to at least nbytes, keeping the old contents (resize_ needs this).
   void grow(int64_t nbytes);
 
+  // Marks the memory as overwritten by someone else (a later CUDA graph replay): any further data
+  // access through this storage throws `message`.
+  void invalidate(std::string message) { stale_message_ = std::make_unique<std::string>(std::move(message)); }
+  // True after invalidate().
+  bool is_stale() const { return stale_message_ != nullptr; }
+  // Throws the invalidation message (call only when is_stale()).
+  [[noreturn]] void throw_stale() const;
+
   // Bumped by every in-place write to any tensor over this storage.
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
@@ -37,6 +49,8 @@ class StorageImpl {
   Allocator* allocator_ = nullptr;
   bool fake_ = false;
   uint64_t version_ = 0;
+  std::shared_ptr<void> owner_;
+  std::unique_ptr<std::string> stale_message_;
 };
 
 using Storage = std::shared_ptr<StorageImpl>;

@@ -8,6 +8,7 @@ TensorImpl::TensorImpl(Storage storage, Shape sizes, Shape strides, int64_t offs
 }
 
 void* TensorImpl::data() const {
+  if (storage_->is_stale()) [[unlikely]] storage_->throw_stale();
   if (storage_->is_fake() || storage_->data() == nullptr) return nullptr;
   return static_cast<char*>(storage_->data()) + offset_ * dtype_size(dtype_);
 }

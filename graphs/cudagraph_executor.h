@@ -1,0 +1,59 @@
+// The cudagraphs executor: a graph cut into CUDA-graph segments and eager islands, with warm-up,
+// recording, replay, static inputs, and stale-output protection.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graphs/counters.h"
+#include "graphs/executor.h"
+#include "graphs/graph_recorder.h"
+#include "graphs/interpreter.h"
+#include "graphs/segments.h"
+
+namespace tg::graphs {
+
+// Runs a graph segment by segment. A capturable segment runs eagerly on its first call (warm-up),
+// is recorded on its second, and is replayed after that. Static inputs (parameters, saved
+// activations, outputs of earlier segments) are used in place and their addresses checked: a new
+// address set records another instance of the segment, up to a limit, after which the segment runs
+// eagerly. Other inputs are copied into the instance's buffers before each replay. Outputs handed out
+// alias the instance's memory: when a later step replays the instance, they are invalidated (any use
+// raises); within one step a live output is never overwritten (another instance is recorded instead).
+class CudaGraphExecutor final : public Executor {
+ public:
+  // `static_inputs[i]` tells whether graph input i keeps its address across calls. `counters` may be null.
+  CudaGraphExecutor(Graph graph, std::vector<bool> static_inputs, std::shared_ptr<GraphRecorder> recorder,
+                    CompileCounters* counters, std::string label, bool starts_step, int max_instances = 8,
+                    DeviceType capture_on = DeviceType::CUDA);
+  ~CudaGraphExecutor() override;
+  TensorList run(const TensorList& inputs) override;
+  const Graph& graph() const { return graph_; }
+  const SegmentPlan& plan() const { return plan_; }
+
+ private:
+  struct Instance;
+  struct SegmentState;
+  void run_captured(size_t s, std::vector<Tensor>& env);
+  Instance* find_instance(SegmentState& state, const Segment& seg, const std::vector<Tensor>& env);
+  Instance* record(SegmentState& state, const Segment& seg, const std::vector<Tensor>& env);
+  void replay(Instance& inst, const Segment& seg, std::vector<Tensor>& env);
+  bool is_static(ValueId v) const;
+  void count(int CompileCounters::*field, int n = 1);
+  void count_skip(const std::string& reason, int n = 1);
+
+  Graph graph_;
+  std::vector<bool> static_values_;  // per value: keeps its address across calls
+  std::shared_ptr<GraphRecorder> recorder_;
+  CompileCounters* counters_;
+  std::string label_;
+  bool starts_step_;
+  int max_instances_;
+  SegmentPlan plan_;
+  Interpreter interpreter_;
+  std::vector<std::vector<ValueId>> release_after_segment_;
+  std::vector<std::unique_ptr<SegmentState>> states_;
+};
+
+}  // namespace tg::graphs

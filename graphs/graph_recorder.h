@@ -1,0 +1,37 @@
+// The only device-specific part of the CUDA graph backend: capture, instantiate, replay.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "tensor/tensor.h"
+
+namespace tg::graphs {
+
+// One recorded graph that can be replayed.
+class RecordedGraph {
+ public:
+  virtual ~RecordedGraph() = default;
+  // Runs the recorded work again, writing into the same buffers as when it was recorded.
+  virtual void replay() = 0;
+};
+
+// Records the work of a function into a replayable graph. The executor's decision logic talks only
+// to this interface, so it is unit-tested on the CPU with a recorder that re-runs the function.
+class GraphRecorder {
+ public:
+  virtual ~GraphRecorder() = default;
+  // Captures `body` (whose allocations must come from a private pool of this recording) and returns
+  // the graph plus the tensors body returned. The tensors' contents are valid only after a replay.
+  virtual std::pair<std::unique_ptr<RecordedGraph>, TensorList> record(const std::function<TensorList()>& body) = 0;
+};
+
+// The CUDA recorder for `device`: captures on a side stream into a private memory pool per
+// recording, with cuBLAS made capture-safe; instantiates with cudaGraphInstantiate.
+std::shared_ptr<GraphRecorder> cuda_graph_recorder(Device device);
+
+// A recorder for tests: "recording" runs body, "replay" runs it again and copies the results into
+// the first run's tensors, which is what a real replay's effect on memory is.
+std::shared_ptr<GraphRecorder> rerun_graph_recorder();
+
+}  // namespace tg::graphs
