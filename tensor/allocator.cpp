@@ -11,7 +11,7 @@ namespace {
 // 64-byte aligned host memory, so Eigen and vector loads see aligned rows.
 class CpuAllocator final : public Allocator {
  public:
-  void* allocate(size_t nbytes) override {
+  void* allocate(size_t nbytes, Device) override {
     if (nbytes == 0) return nullptr;
     void* p = std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
     if (!p) throw std::bad_alloc();

@@ -12,8 +12,8 @@ namespace tg {
 class Allocator {
  public:
   virtual ~Allocator() = default;
-  // Returns at least nbytes of memory (nullptr for 0 bytes).
-  virtual void* allocate(size_t nbytes) = 0;
+  // Returns at least nbytes of memory on `device` (nullptr for 0 bytes).
+  virtual void* allocate(size_t nbytes, Device device) = 0;
   // Returns memory obtained from allocate(); ptr may be nullptr.
   virtual void deallocate(void* ptr) = 0;
 };

@@ -34,6 +34,15 @@ bool is_contiguous_layout(const Shape& sizes, const Shape& strides) {
   return true;
 }
 
+int64_t storage_span(const Shape& sizes, const Shape& strides) {
+  int64_t span = 1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) return 0;
+    span += (sizes[i] - 1) * strides[i];
+  }
+  return span;
+}
+
 std::string shape_str(const Shape& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) {

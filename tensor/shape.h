@@ -16,6 +16,8 @@ int64_t shape_numel(const Shape& sizes);
 Shape contiguous_strides(const Shape& sizes);
 // True when `strides` are row-major for `sizes` (dims of size 1 may have any stride).
 bool is_contiguous_layout(const Shape& sizes, const Shape& strides);
+// Elements a storage needs to hold every element of (sizes, strides) from offset 0 (0 when empty).
+int64_t storage_span(const Shape& sizes, const Shape& strides);
 // "[2, 3]".
 std::string shape_str(const Shape& s);
 // Maps a possibly negative dim into [0, ndim); the error names the op and the valid range.

@@ -12,7 +12,7 @@ StorageImpl::StorageImpl(Device device, int64_t nbytes, bool fake)
   TG_CHECK(nbytes >= 0, "[storage] expected a non-negative byte count, got ", nbytes);
   if (!fake_ && nbytes > 0) {
     allocator_ = allocator_for(device);
-    data_ = allocator_->allocate(static_cast<size_t>(nbytes));
+    data_ = allocator_->allocate(static_cast<size_t>(nbytes), device);
   }
 }
 
@@ -33,7 +33,7 @@ void StorageImpl::grow(int64_t nbytes) {
     return;
   }
   Allocator* alloc = allocator_for(device_);
-  void* fresh = alloc->allocate(static_cast<size_t>(nbytes));
+  void* fresh = alloc->allocate(static_cast<size_t>(nbytes), device_);
   if (nbytes_ > 0) copy_bytes(fresh, device_, data_, device_, nbytes_);
   if (allocator_) allocator_->deallocate(data_);
   data_ = fresh;

@@ -30,6 +30,8 @@ class StorageImpl {
   // Grows the allocation to at least nbytes, keeping the old contents (resize_ needs this).
   void grow(int64_t nbytes);
 
+  // True for storages over memory owned elsewhere (outputs of CUDA graphs).
+  bool is_borrowed() const { return owner_ != nullptr; }
   // Marks the memory as overwritten by someone else (a later CUDA graph replay): any further data
   // access through this storage throws `message`.
   void invalidate(std::string message) { stale_message_ = std::make_unique<std::string>(std::move(message)); }

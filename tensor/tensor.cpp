@@ -122,7 +122,7 @@ void Tensor::retain_grad() const {
   if (m.retains_grad) return;
   m.retains_grad = true;
   std::weak_ptr<TensorImpl> weak = impl_;
-  m.grad_fn->add_pre_hook(m.output_nr, [weak](const Tensor& g) {
+  m.grad_fn->add_retain_grad_hook(m.output_nr, [weak](const Tensor& g) {
     if (auto self = weak.lock()) {
       AutogradMeta& meta = self->autograd();
       meta.grad = meta.grad ? (Tensor(meta.grad) + g).impl_ptr() : g.detach().clone().impl_ptr();

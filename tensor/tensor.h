@@ -23,10 +23,14 @@ class Node;
 enum class Reduction { None, Mean, Sum };
 
 // dtype, device and requires_grad for factories; use designated initializers: {.dtype = kFloat64}.
+// An unset dtype means the factory's own default (float32 for most, int64 for randint and integer arange).
 struct TensorOptions {
-  DType dtype = kFloat32;
+  std::optional<DType> dtype;
   Device device = kCPU;
   bool requires_grad = false;
+
+  // The dtype, or `fallback` when none was given.
+  DType dtype_or(DType fallback) const { return dtype.value_or(fallback); }
 };
 
 // A handle to tensor data; copies share the same tensor (as in PyTorch), clone() copies data.

@@ -1,0 +1,108 @@
+// The CUDA caching allocator: device memory is taken from the driver in segments, handed out in
+// blocks, and cached on free for reuse, so steady-state training makes no driver calls.
+//
+// Design (sizes rounded up to 512 B):
+// - requests up to 1 MiB are "small" and carved from 2 MiB segments; larger ones from 20 MiB
+//   segments (below 10 MiB) or from segments of their own size rounded up to 2 MiB;
+// - free blocks live per device per pool in lists ordered by (size, address); a request takes the
+//   smallest fitting block (best fit) and splits off the remainder; freed blocks merge with free
+//   neighbours of the same segment;
+// - memory returns to the driver only in empty_cache(), release of a private pool, or when a
+//   driver allocation fails (then cached segments are released and the allocation retried).
+//
+// Stream assumption: all work runs on one stream at a time (tapegraph's current stream), so a
+// block freed on the host can be handed out again at once: any later kernel that uses it is
+// queued behind every kernel that used it before. Work on a second stream (graph capture) uses
+// its own private pool.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "tensor/allocator.h"
+#include "tensor/cuda_memory.h"
+
+namespace tg::cuda {
+
+// Thread-safe caching allocator for all CUDA devices (one process-wide instance).
+class CachingAllocator final : public Allocator {
+ public:
+  // The process-wide instance (never destroyed, so storages freed at exit still find it).
+  static CachingAllocator& get();
+
+  // Allocates on `device`, from the pool this thread routes that device to.
+  void* allocate(size_t nbytes, Device device) override;
+  // Returns the block to the free list of its own pool (whatever routing is active now).
+  void deallocate(void* ptr) override;
+  // Allocates on `device` from `pool`, ignoring routing (for long-lived buffers such as the cuBLAS workspace).
+  void* allocate_on(int device, size_t nbytes, MempoolId pool);
+
+  // Totals of `device` over all pools (zeros for a device never used).
+  MemoryStats stats(int device) const;
+  // Counters of one pool on `device` (zeros when it holds nothing there).
+  MemoryStats pool_stats(int device, MempoolId pool) const;
+  // Restarts peak tracking on `device`, for the totals and every pool.
+  void reset_peak(int device);
+  // Frees whole cached segments of the default pool and of released pools, on every device.
+  void empty_cache();
+  // A fresh private pool id.
+  MempoolId create_pool();
+  // Marks `pool` released and frees its whole cached segments; its live blocks stay valid.
+  void release_pool(MempoolId pool);
+
+  // Routing for MempoolGuard: allocations on `device` by this thread go to `pool` until popped.
+  static void push_route(int device, MempoolId pool);
+  static void pop_route();
+
+ private:
+  struct Block;
+  struct Pool;
+  struct BySize {
+    bool operator()(const Block* a, const Block* b) const;
+  };
+  using FreeList = std::set<Block*, BySize>;
+  struct Pool {
+    FreeList small_free;
+    FreeList large_free;
+    MemoryStats stats;
+    bool released = false;
+  };
+  struct Block {
+    char* ptr = nullptr;
+    size_t size = 0;
+    int device = 0;
+    Pool* pool = nullptr;
+    MempoolId pool_id = 0;
+    bool small = false;
+    bool allocated = false;
+    Block* prev = nullptr;  // neighbours within the same segment
+    Block* next = nullptr;
+  };
+  struct DeviceState {
+    std::unordered_map<MempoolId, std::unique_ptr<Pool>> pools;
+    MemoryStats totals;
+  };
+
+  CachingAllocator() = default;
+  DeviceState& device_state(int device);
+  Pool& pool_for(int device, MempoolId id);
+  void* allocate_locked(int device, size_t nbytes, MempoolId pool);
+  Block* new_segment(int device, Pool& pool, MempoolId id, size_t size, bool small);
+  // Frees the fully free segments of releasable pools on `device`; returns the bytes released.
+  size_t release_cached_locked(int device, bool only_released_pools);
+  void free_segments_of(int device, Pool& pool);
+
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<DeviceState>> devices_;
+  std::unordered_map<void*, Block*> live_;
+  std::unordered_set<MempoolId> released_;
+  MempoolId next_pool_id_ = 1;
+};
+
+}  // namespace tg::cuda
