@@ -1,0 +1,27 @@
+// The process-wide Philox generator: one seed, and an offset that every random op advances.
+#include "ops/random.h"
+
+#include <mutex>
+
+namespace tg {
+namespace {
+std::mutex& generator_mutex() {
+  static std::mutex m;
+  return m;
+}
+}  // namespace
+
+Generator& Generator::global() {
+  static Generator g;
+  return g;
+}
+
+PhiloxState Generator::reserve(uint64_t count) {
+  // Ops may be created from several threads; each must get a disjoint range of blocks.
+  std::lock_guard<std::mutex> lock(generator_mutex());
+  const PhiloxState state{seed_, offset_};
+  offset_ += count;
+  return state;
+}
+
+}  // namespace tg
