@@ -11,5 +11,8 @@ Tensor cat(const TensorList& tensors, int64_t dim = 0);
 Tensor stack(const TensorList& tensors, int64_t dim = 0);
 // Rows (or slices along `dim`) picked by an int64/int32 index vector.
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// x with source's slices added at the positions `index` names along dim (repeats accumulate);
+// the scatter that index_select's gradient needs.
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source);
 
 }  // namespace tg
