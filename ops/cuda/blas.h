@@ -1,0 +1,29 @@
+// cuBLAS access for the CUDA back end: one handle per device, bound to the current stream and to a
+// workspace from the caching allocator (so that CUDA graph capture sees no hidden allocation).
+#pragma once
+
+#include <cstdint>
+
+#include "ops/gemm.h"
+
+// cuBLAS's own opaque handle type, declared here so this header needs no CUDA headers.
+typedef struct cublasContext* cublasHandle_t;
+
+namespace tg::cuda {
+
+// The cuBLAS handle of `device`, bound to this thread's current stream and to tapegraph's workspace.
+// Handles are shared by all threads; callers must not use one from two threads at once.
+cublasHandle_t cublas_handle(int device);
+// Bytes of the cuBLAS workspace each device's handle uses (allocated once, from the default pool).
+int64_t cublas_workspace_bytes();
+// The workspace given to cuBLAS and cuBLASLt on `device` (cublas_workspace_bytes() long). Calls on
+// one stream use it in turn; the single-stream assumption of the caching allocator applies.
+void* cublas_workspace(int device);
+// Runs g (float32 or float64, TF32 off) with cuBLAS on the current stream of g.device.
+void gemm(const Gemm& g);
+// Runs g (batch 1, beta 0) and adds `bias`, a contiguous vector of g.m elements broadcast over the
+// rows of the output, in cuBLASLt's epilogue: one kernel instead of a bias fill plus an
+// accumulating gemm. Returns false, having queued nothing, when cuBLASLt has no algorithm for it.
+bool gemm_bias_epilogue(const Gemm& g, const void* bias);
+
+}  // namespace tg::cuda
