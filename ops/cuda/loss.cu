@@ -1,0 +1,120 @@
+// CUDA kernels for nll_loss and its backward. A batch of up to 64K samples reduces in a single
+// block (one launch); larger batches go through the CUB-based reduction engine.
+#include "ops/cuda/loss.h"
+
+#include <cub/block/block_reduce.cuh>
+
+#include <cmath>
+#include <limits>
+
+#include "ops/cuda/reduce_engine.cuh"
+#include "ops/reduce_functors.h"
+
+namespace tg::cuda {
+namespace {
+
+// Where sample n's log-probabilities and class index live.
+struct NllLayout {
+  const int64_t* target;
+  int64_t rows, classes, row_stride, class_stride, target_stride;
+};
+
+NllLayout nll_layout(const Tensor& input, const Tensor& target) {
+  const bool batched = input.dim() == 2;
+  return {target.data_ptr<int64_t>(), batched ? input.sizes()[0] : 1, input.sizes().back(),
+          batched ? input.strides()[0] : 0, input.strides().back(), batched ? target.strides()[0] : 0};
+}
+
+// -input[n, target[n]], or NaN when the target is not a valid class.
+template <typename T>
+__device__ __forceinline__ T nll_term(const T* x, const NllLayout& l, int64_t n) {
+  const int64_t t = l.target[n * l.target_stride];
+  if (t < 0 || t >= l.classes) return std::numeric_limits<T>::quiet_NaN();
+  return -x[n * l.row_stride + t * l.class_stride];
+}
+
+template <typename T>
+__global__ void nll_none_kernel(const T* x, NllLayout l, T* out) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n < l.rows) out[n] = nll_term(x, l, n);
+}
+
+constexpr int kSingleBlockThreads = 512;
+
+template <typename T>
+__global__ void __launch_bounds__(kSingleBlockThreads) nll_reduce_kernel(const T* x, NllLayout l, T* out, bool mean) {
+  using BlockReduce = cub::BlockReduce<T, kSingleBlockThreads>;
+  __shared__ typename BlockReduce::TempStorage temp;
+  T local = 0;
+  for (int64_t n = threadIdx.x; n < l.rows; n += kSingleBlockThreads) local += nll_term(x, l, n);
+  const T total = BlockReduce(temp).Sum(local);
+  if (threadIdx.x == 0) out[0] = mean ? total / static_cast<T>(l.rows) : total;
+}
+
+// The engine's view of a large batch: element r is sample r's term.
+template <typename T>
+struct NllLoad {
+  const T* x;
+  NllLayout l;
+  __device__ T operator()(int64_t, int64_t, int64_t r) const { return nll_term(x, l, r); }
+};
+
+template <typename T>
+struct ScalarStore {
+  T* out;
+  T divisor;
+  __device__ void operator()(int64_t, T acc) const { out[0] = acc / divisor; }
+};
+
+template <typename T>
+__global__ void nll_backward_kernel(const T* grad, int64_t grad_stride, T scale, NllLayout l, T* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= l.rows * l.classes) return;
+  const int64_t n = i / l.classes;
+  const int64_t c = i - n * l.classes;
+  const int64_t t = l.target[n * l.target_stride];
+  if (t < 0 || t >= l.classes) out[i] = std::numeric_limits<T>::quiet_NaN();
+  else out[i] = c == t ? -grad[n * grad_stride] * scale : T(0);
+}
+
+}  // namespace
+
+void nll_loss_forward(const Tensor& input, const Tensor& target, Reduction reduction, Tensor& out) {
+  const NllLayout l = nll_layout(input, target);
+  cudaStream_t stream = current_stream();
+  TG_DISPATCH_FLOATING(input.dtype(), "nll_loss", [&] {
+    const scalar_t* x = input.data_ptr<scalar_t>();
+    scalar_t* dst = out.data_ptr<scalar_t>();
+    if (reduction == Reduction::None) {
+      nll_none_kernel<<<blocks_for(l.rows, 256), 256, 0, stream>>>(x, l, dst);
+      TG_CUDA_CHECK_LAUNCH();
+      return;
+    }
+    const bool mean = reduction == Reduction::Mean;
+    if (l.rows <= 65536) {
+      nll_reduce_kernel<<<1, kSingleBlockThreads, 0, stream>>>(x, l, dst, mean);
+      TG_CUDA_CHECK_LAUNCH();
+      return;
+    }
+    ReducePlan plan;
+    plan.n_red = l.rows;
+    plan.reduced.ndim = 1;
+    plan.reduced.sizes[0] = l.rows;
+    plan.reduced.strides[0] = 1;
+    const ScalarStore<scalar_t> store{dst, mean ? static_cast<scalar_t>(l.rows) : scalar_t(1)};
+    detail::reduce(plan, scalar_t(0), NllLoad<scalar_t>{x, l}, SumCombine{}, store, input.device());
+  });
+}
+
+void nll_loss_backward(const Tensor& grad, const Tensor& target, Reduction reduction, Tensor& out) {
+  const NllLayout l = nll_layout(out, target);
+  const int64_t grad_stride = reduction == Reduction::None && grad.dim() == 1 ? grad.strides()[0] : 0;
+  TG_DISPATCH_FLOATING(grad.dtype(), "nll_loss_backward", [&] {
+    const scalar_t scale = reduction == Reduction::Mean ? scalar_t(1) / static_cast<scalar_t>(l.rows) : scalar_t(1);
+    nll_backward_kernel<<<blocks_for(l.rows * l.classes, 256), 256, 0, current_stream()>>>(
+        grad.data_ptr<scalar_t>(), grad_stride, scale, l, out.data_ptr<scalar_t>());
+    TG_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace tg::cuda

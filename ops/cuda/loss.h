@@ -1,0 +1,13 @@
+// CUDA launchers for nll_loss and its backward (one kernel each for typical batch sizes).
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace tg::cuda {
+
+// out = nll_loss(input [N, C] or [C], target [N] or []) with `reduction`; out-of-range targets give NaN.
+void nll_loss_forward(const Tensor& input, const Tensor& target, Reduction reduction, Tensor& out);
+// out [N, C] (or [C]) = zeros with -grad (scaled by 1/N for Mean) at each target position.
+void nll_loss_backward(const Tensor& grad, const Tensor& target, Reduction reduction, Tensor& out);
+
+}  // namespace tg::cuda
