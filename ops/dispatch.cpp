@@ -59,9 +59,9 @@ TensorList make_outputs(const Op& op, const TensorList& inputs, std::vector<Tens
       outputs.emplace_back(std::move(impl));
       continue;
     }
-    const int64_t nbytes = shape_numel(m.sizes) * dtype_size(m.dtype);
-    auto storage = std::make_shared<StorageImpl>(m.device, nbytes, fake);
     Shape strides = m.strides.empty() && !m.sizes.empty() ? contiguous_strides(m.sizes) : std::move(m.strides);
+    const int64_t nbytes = storage_span(m.sizes, strides) * dtype_size(m.dtype);
+    auto storage = std::make_shared<StorageImpl>(m.device, nbytes, fake);
     outputs.emplace_back(std::make_shared<TensorImpl>(std::move(storage), std::move(m.sizes), std::move(strides), 0,
                                                       m.dtype));
   }
@@ -120,7 +120,6 @@ TensorList dispatch(const OpPtr& op, TensorList inputs) {
     auto node = std::make_shared<OpNode>(op, inputs);
     if (obs && current_backward_sequence_nr() >= 0) node->mark_traced_double_backward();
     for (const Tensor& out : outputs) node->output_metas().push_back(meta_of(out));
-    node->save(saved_inputs, outputs);
     if (s.mutates >= 0) {
       rebase_history(outputs[0], node);
     } else {
@@ -131,6 +130,9 @@ TensorList dispatch(const OpPtr& op, TensorList inputs) {
         meta.output_nr = static_cast<uint32_t>(i);
       }
     }
+    // After the outputs are linked to the node: a saved output must know it requires grad, so that
+    // unpacking it for double backward re-links it to this node.
+    node->save(saved_inputs, outputs);
   }
   if (obs) obs->on_op(op, inputs, outputs);
   return outputs;

@@ -1,0 +1,340 @@
+// Elementwise functors shared by the CPU loops and the CUDA kernels: one struct per op, a
+// templated compute type, and TG_HD so the same code runs on host and device.
+#pragma once
+
+#include <math.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <tuple>
+#include <type_traits>
+
+#include "ops/hd.h"
+#include "tensor/dtype.h"
+
+namespace tg::ew {
+
+// ---- functor introspection ----------------------------------------------------------------
+
+// Result and argument types of a functor's (single, non-template) call operator.
+template <typename F>
+struct FnTraits : FnTraits<decltype(&F::operator())> {};
+template <typename C, typename R, typename... A>
+struct FnTraits<R (C::*)(A...) const> {
+  using result = R;
+  static constexpr int arity = sizeof...(A);
+  template <size_t I>
+  using arg = std::tuple_element_t<I, std::tuple<A...>>;
+};
+
+// ---- dtype-erased loads and stores (the mixed-dtype path) ---------------------------------
+
+// Reads an element of dtype `d` at p, converted to T.
+template <typename T>
+TG_HD T load_as(const char* p, DType d) {
+  switch (d) {
+    case DType::Bool: return static_cast<T>(*reinterpret_cast<const bool*>(p));
+    case DType::Int32: return static_cast<T>(*reinterpret_cast<const int32_t*>(p));
+    case DType::Int64: return static_cast<T>(*reinterpret_cast<const int64_t*>(p));
+    case DType::Float32: return static_cast<T>(*reinterpret_cast<const float*>(p));
+    case DType::Float64: return static_cast<T>(*reinterpret_cast<const double*>(p));
+  }
+  return T{};
+}
+
+// Writes v converted to dtype `d` at p.
+template <typename T>
+TG_HD void store_as(char* p, DType d, T v) {
+  switch (d) {
+    case DType::Bool: *reinterpret_cast<bool*>(p) = static_cast<bool>(v); return;
+    case DType::Int32: *reinterpret_cast<int32_t*>(p) = static_cast<int32_t>(v); return;
+    case DType::Int64: *reinterpret_cast<int64_t*>(p) = static_cast<int64_t>(v); return;
+    case DType::Float32: *reinterpret_cast<float*>(p) = static_cast<float>(v); return;
+    case DType::Float64: *reinterpret_cast<double*>(p) = static_cast<double>(v); return;
+  }
+}
+
+// ---- math with one spelling for float and double (host libm or CUDA's device math) ----------
+
+TG_HD float m_exp(float x) { return ::expf(x); }
+TG_HD double m_exp(double x) { return ::exp(x); }
+TG_HD float m_log(float x) { return ::logf(x); }
+TG_HD double m_log(double x) { return ::log(x); }
+TG_HD float m_sin(float x) { return ::sinf(x); }
+TG_HD double m_sin(double x) { return ::sin(x); }
+TG_HD float m_cos(float x) { return ::cosf(x); }
+TG_HD double m_cos(double x) { return ::cos(x); }
+TG_HD float m_tanh(float x) { return ::tanhf(x); }
+TG_HD double m_tanh(double x) { return ::tanh(x); }
+TG_HD float m_erf(float x) { return ::erff(x); }
+TG_HD double m_erf(double x) { return ::erf(x); }
+TG_HD float m_sqrt(float x) { return ::sqrtf(x); }
+TG_HD double m_sqrt(double x) { return ::sqrt(x); }
+TG_HD float m_trunc(float x) { return ::truncf(x); }
+TG_HD double m_trunc(double x) { return ::trunc(x); }
+TG_HD float m_pow(float x, float y) { return ::powf(x, y); }
+TG_HD double m_pow(double x, double y) { return ::pow(x, y); }
+TG_HD float m_abs(float x) { return ::fabsf(x); }
+TG_HD double m_abs(double x) { return ::fabs(x); }
+
+template <typename T>
+inline constexpr bool kIsBool = std::is_same_v<T, bool>;
+template <typename T>
+inline constexpr bool kIsFloat = std::is_floating_point_v<T>;
+
+// Constants of the two GELU forms.
+inline constexpr double kSqrt1_2 = 0.70710678118654752440;   // 1/sqrt(2)
+inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1/sqrt(2*pi)
+inline constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
+inline constexpr double kGeluCoeff = 0.044715;
+
+// ---- binary arithmetic --------------------------------------------------------------------
+
+template <typename T>
+struct AddFn {
+  T alpha;
+  TG_HD T operator()(T a, T b) const {
+    if constexpr (kIsBool<T>) return a || (alpha && b);
+    else return a + alpha * b;
+  }
+};
+template <typename T>
+struct SubFn {
+  T alpha;
+  TG_HD T operator()(T a, T b) const { return a - alpha * b; }
+};
+template <typename T>
+struct MulFn {
+  TG_HD T operator()(T a, T b) const {
+    if constexpr (kIsBool<T>) return a && b;
+    else return a * b;
+  }
+};
+template <typename T>
+struct DivFn {
+  TG_HD T operator()(T a, T b) const { return a / b; }
+};
+// NaN-propagating, like torch.maximum.
+template <typename T>
+struct MaximumFn {
+  TG_HD T operator()(T a, T b) const {
+    if constexpr (kIsFloat<T>) {
+      if (a != a) return a;
+    }
+    return a > b ? a : b;
+  }
+};
+template <typename T>
+struct MinimumFn {
+  TG_HD T operator()(T a, T b) const {
+    if constexpr (kIsFloat<T>) {
+      if (a != a) return a;
+    }
+    return a < b ? a : b;
+  }
+};
+
+// ---- fused gradients (g is the incoming gradient) -----------------------------------------
+
+template <typename T>
+struct TanhBackwardFn {
+  TG_HD T operator()(T g, T y) const { return g * (T(1) - y * y); }
+};
+template <typename T>
+struct SigmoidBackwardFn {
+  TG_HD T operator()(T g, T y) const { return g * (T(1) - y) * y; }
+};
+// Selects rather than multiplies, so an infinite g where y <= 0 gives 0, as in PyTorch.
+template <typename T>
+struct ThresholdBackwardFn {
+  TG_HD T operator()(T g, T y) const { return y > T(0) ? g : T(0); }
+};
+template <typename T>
+struct GeluBackwardFn {
+  TG_HD T operator()(T g, T x) const {
+    const T cdf = T(0.5) * (T(1) + m_erf(x * T(kSqrt1_2)));
+    const T pdf = m_exp(T(-0.5) * x * x) * T(kInvSqrt2Pi);
+    return g * (cdf + x * pdf);
+  }
+};
+template <typename T>
+struct GeluTanhBackwardFn {
+  TG_HD T operator()(T g, T x) const {
+    const T x2 = x * x;
+    const T t = m_tanh(T(kSqrt2OverPi) * (x + T(kGeluCoeff) * x2 * x));
+    const T dinner = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCoeff) * x2);
+    return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner);
+  }
+};
+
+// ---- unary --------------------------------------------------------------------------------
+
+template <typename T>
+struct NegFn {
+  TG_HD T operator()(T a) const { return -a; }
+};
+template <typename T>
+struct AbsFn {
+  TG_HD T operator()(T a) const {
+    if constexpr (kIsFloat<T>) return m_abs(a);
+    else return a < T(0) ? T(-a) : a;
+  }
+};
+template <typename T>
+struct SgnFn {
+  TG_HD T operator()(T a) const {
+    if constexpr (kIsBool<T>) return a;
+    else return static_cast<T>(static_cast<int>(T(0) < a) - static_cast<int>(a < T(0)));
+  }
+};
+template <typename T>
+struct ExpFn {
+  TG_HD T operator()(T a) const { return m_exp(a); }
+};
+template <typename T>
+struct LogFn {
+  TG_HD T operator()(T a) const { return m_log(a); }
+};
+template <typename T>
+struct SinFn {
+  TG_HD T operator()(T a) const { return m_sin(a); }
+};
+template <typename T>
+struct CosFn {
+  TG_HD T operator()(T a) const { return m_cos(a); }
+};
+template <typename T>
+struct TanhFn {
+  TG_HD T operator()(T a) const { return m_tanh(a); }
+};
+template <typename T>
+struct SigmoidFn {
+  TG_HD T operator()(T a) const { return T(1) / (T(1) + m_exp(-a)); }
+};
+// NaN stays NaN (like clamp_min(0)).
+template <typename T>
+struct ReluFn {
+  TG_HD T operator()(T a) const { return a < T(0) ? T(0) : a; }
+};
+template <typename T>
+struct GeluFn {
+  TG_HD T operator()(T x) const { return T(0.5) * x * (T(1) + m_erf(x * T(kSqrt1_2))); }
+};
+template <typename T>
+struct GeluTanhFn {
+  TG_HD T operator()(T x) const {
+    return T(0.5) * x * (T(1) + m_tanh(T(kSqrt2OverPi) * (x + T(kGeluCoeff) * x * x * x)));
+  }
+};
+template <typename T>
+struct SqrtFn {
+  TG_HD T operator()(T a) const { return m_sqrt(a); }
+};
+template <typename T>
+struct RsqrtFn {
+  TG_HD T operator()(T a) const { return T(1) / m_sqrt(a); }
+};
+template <typename T>
+struct TruncFn {
+  TG_HD T operator()(T a) const {
+    if constexpr (kIsFloat<T>) return m_trunc(a);
+    else return a;
+  }
+};
+// Integer exponents must be >= 0 (checked in infer), as PyTorch requires.
+template <typename T>
+struct PowFn {
+  T e;
+  TG_HD T operator()(T a) const {
+    if constexpr (kIsFloat<T>) {
+      if (e == T(2)) return a * a;
+      if (e == T(3)) return a * a * a;
+      if (e == T(0.5)) return m_sqrt(a);
+      if (e == T(-1)) return T(1) / a;
+      return m_pow(a, e);
+    } else {
+      T result = 1, base = a;
+      for (T n = e; n > 0; n >>= 1) {
+        if (n & 1) result *= base;
+        base *= base;
+      }
+      return result;
+    }
+  }
+};
+// NaN inputs stay NaN; with min > max every value becomes max, as in PyTorch.
+template <typename T>
+struct ClampFn {
+  T lo, hi;
+  bool has_lo, has_hi;
+  TG_HD T operator()(T a) const {
+    if constexpr (kIsFloat<T>) {
+      if (a != a) return a;
+    }
+    if (has_lo && a < lo) a = lo;
+    if (has_hi && a > hi) a = hi;
+    return a;
+  }
+};
+
+// ---- comparisons, selection, copies -------------------------------------------------------
+
+template <typename T>
+struct EqFn {
+  TG_HD bool operator()(T a, T b) const { return a == b; }
+};
+template <typename T>
+struct NeFn {
+  TG_HD bool operator()(T a, T b) const { return a != b; }
+};
+template <typename T>
+struct LtFn {
+  TG_HD bool operator()(T a, T b) const { return a < b; }
+};
+template <typename T>
+struct LeFn {
+  TG_HD bool operator()(T a, T b) const { return a <= b; }
+};
+template <typename T>
+struct GtFn {
+  TG_HD bool operator()(T a, T b) const { return a > b; }
+};
+template <typename T>
+struct GeFn {
+  TG_HD bool operator()(T a, T b) const { return a >= b; }
+};
+template <typename T>
+struct WhereFn {
+  TG_HD T operator()(bool c, T a, T b) const { return c ? a : b; }
+};
+// Element conversion of copy_/to(dtype) (float to bool is x != 0, float to int truncates).
+template <typename To, typename From>
+struct ConvertFn {
+  TG_HD To operator()(From x) const { return static_cast<To>(x); }
+};
+template <typename T>
+struct FillFn {
+  T v;
+  TG_HD T operator()() const { return v; }
+};
+
+// ---- a host value bound to one operand of a binary functor ---------------------------------
+
+template <typename F>
+struct BindRight {
+  using A = typename FnTraits<F>::template arg<0>;
+  using B = typename FnTraits<F>::template arg<1>;
+  F f;
+  B b;
+  TG_HD typename FnTraits<F>::result operator()(A a) const { return f(a, b); }
+};
+template <typename F>
+struct BindLeft {
+  using A = typename FnTraits<F>::template arg<0>;
+  using B = typename FnTraits<F>::template arg<1>;
+  F f;
+  A a;
+  TG_HD typename FnTraits<F>::result operator()(B b) const { return f(a, b); }
+};
+
+}  // namespace tg::ew
