@@ -135,6 +135,8 @@ class GraphTask {
         if (replaced.defined()) grads[slot] = replaced;
       }
     }
+    for (const auto& [slot, hook] : node.retain_grad_hooks())
+      if (slot < grads.size() && grads[slot].defined()) hook(grads[slot]);
   }
 
   void store_captures(const Node& node, const TensorList& grads) {

@@ -48,11 +48,16 @@ class Node : public std::enable_shared_from_this<Node> {
   // Hooks run on the gradient arriving for output `output_nr` before apply().
   void add_pre_hook(uint32_t output_nr, GradHook hook) { pre_hooks_[output_nr].push_back(std::move(hook)); }
   const std::map<uint32_t, std::vector<GradHook>>& pre_hooks() const { return pre_hooks_; }
+  // retain_grad's hook for output `output_nr`: runs after every pre-hook of that output (as in
+  // PyTorch), so the retained gradient is the one the tensor's own hooks produced.
+  void add_retain_grad_hook(uint32_t output_nr, GradHook hook) { retain_grad_hooks_[output_nr] = std::move(hook); }
+  const std::map<uint32_t, GradHook>& retain_grad_hooks() const { return retain_grad_hooks_; }
 
  private:
   std::vector<Edge> next_edges_;
   std::vector<TensorMeta> output_metas_;
   std::map<uint32_t, std::vector<GradHook>> pre_hooks_;
+  std::map<uint32_t, GradHook> retain_grad_hooks_;
   uint64_t sequence_nr_;
   bool traced_double_backward_ = false;
 };

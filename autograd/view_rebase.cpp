@@ -4,7 +4,7 @@
 
 namespace tg {
 
-CopySlices::CopySlices(const Tensor& base, const Tensor& view, std::shared_ptr<OpNode> fn, int mutated_input)
+CopySlices::CopySlices(const Tensor& base, const Tensor& view, std::shared_ptr<Node> fn, int mutated_input)
     : base_(meta_of(base)), view_(meta_of(view)), fn_(std::move(fn)), mutated_(static_cast<size_t>(mutated_input)) {
   output_metas().push_back(base_);
   auto& edges = mutable_next_edges();
@@ -29,6 +29,10 @@ TensorList CopySlices::apply(TensorList&& grad_outputs) {
 }
 
 void rebase_history(const Tensor& target, const std::shared_ptr<OpNode>& node) {
+  rebase_history(target, node, node->op()->schema().mutates);
+}
+
+void rebase_history(const Tensor& target, const std::shared_ptr<Node>& node, int mutated_input) {
   const auto& base_impl = target.impl()->view_base();
   if (!base_impl) {
     AutogradMeta& meta = target.impl()->autograd();
@@ -37,7 +41,7 @@ void rebase_history(const Tensor& target, const std::shared_ptr<OpNode>& node) {
     return;
   }
   Tensor base(base_impl);
-  auto copy_slices = std::make_shared<CopySlices>(base, target, node, node->op()->schema().mutates);
+  auto copy_slices = std::make_shared<CopySlices>(base, target, node, mutated_input);
   AutogradMeta& base_meta = base_impl->autograd();
   base_meta.grad_fn = copy_slices;
   base_meta.output_nr = 0;

@@ -10,12 +10,14 @@ namespace tg {
 // Makes `node` (an in-place op that wrote `target`) the producer of target's new value. When target
 // is a view, the base's history becomes a CopySlices node, and the view is re-derived from the base.
 void rebase_history(const Tensor& target, const std::shared_ptr<OpNode>& node);
+// The same for any node (custom Functions) whose input `mutated_input` is the written tensor.
+void rebase_history(const Tensor& target, const std::shared_ptr<Node>& node, int mutated_input);
 
 // Backward of an in-place op applied to a view: routes the op's gradient into the view's region
 // of the base's gradient (PyTorch's CopySlices).
 class CopySlices final : public Node {
  public:
-  CopySlices(const Tensor& base, const Tensor& view, std::shared_ptr<OpNode> fn, int mutated_input);
+  CopySlices(const Tensor& base, const Tensor& view, std::shared_ptr<Node> fn, int mutated_input);
   TensorList apply(TensorList&& grad_outputs) override;
   std::string name() const override { return "CopySlices"; }
   void release_saved() override { fn_->release_saved(); }
@@ -23,7 +25,7 @@ class CopySlices final : public Node {
  private:
   TensorMeta base_;
   TensorMeta view_;
-  std::shared_ptr<OpNode> fn_;
+  std::shared_ptr<Node> fn_;
   size_t mutated_;
 };
 
