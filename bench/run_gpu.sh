@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds tapegraph with CUDA on a GPU machine, runs the whole test suite, the digits example and the
+# benchmarks, and (when given) the reference measurements in the same run.
+# Usage: bench/run_gpu.sh OUTDIR [ANCHORS_DIR] [DEPS_PREFIX]
+#   DEPS_PREFIX: an install prefix holding Eigen, GoogleTest and Google Benchmark when the machine lacks them.
+set -u
+out=${1:?usage: run_gpu.sh OUTDIR [ANCHORS_DIR] [DEPS_PREFIX]}
+anchors=${2:-}
+deps=${3:-}
+mkdir -p "$out"
+prefix_args=()
+if [ -n "$deps" ]; then
+  prefix_args=(-DCMAKE_PREFIX_PATH="$deps")
+  export LD_LIBRARY_PATH="$deps/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+fi
+log="$out/log.txt"
+echo "== configure + build" | tee "$log"
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${prefix_args[@]}" >>"$log" 2>&1 \
+  && ninja -C build-gpu -j16 >>"$log" 2>&1 || { grep -E "error|Error|FAILED" "$log" | head -60; exit 1; }
+echo "== ctest" | tee -a "$log"
+(cd build-gpu && ctest -j4 --timeout 900 --output-on-failure) >"$out/ctest.txt" 2>&1
+grep -E "tests passed|tests failed|The following tests|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|\(Subprocess" "$out/ctest.txt" | head -40
+if [ -f data/digits.csv.gz ]; then
+  echo "== train_digits --device cuda" | tee -a "$log"
+  ./build-gpu/examples/train_digits --device cuda 2>&1 | tr '\r' '\n' | grep -v "^epoch" | tail -5 | tee -a "$log"
+fi
+echo "== benchmarks" | tee -a "$log"
+for b in build-gpu/bench/bench_*; do
+  [ -x "$b" ] || continue
+  "$b" --benchmark_min_time=0.2 --benchmark_format=console 2>&1
+done >"$out/bench.txt"
+grep -E "^BM_|^bench" "$out/bench.txt" | head -80
+if [ -n "$anchors" ]; then
+  echo "== anchors" | tee -a "$log"
+  bash "$anchors/run.sh" /tmp/tg_anchors >"$out/anchors_log.txt" 2>&1
+  for f in gpu.txt launch_floor.csv pt.csv libtorch.csv; do
+    echo "# $f"; cat "/tmp/tg_anchors/$f" 2>/dev/null
+  done >"$out/anchors.txt"
+  tail -5 /tmp/tg_anchors/pytorch_seed_tests.txt >>"$out/anchors.txt" 2>/dev/null
+  cat "$out/anchors.txt"
+fi

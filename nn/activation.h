@@ -1,0 +1,36 @@
+// Activation modules: parameter-free wrappers so activations can sit inside Sequential.
+#pragma once
+
+#include <string>
+
+#include "nn/module.h"
+
+namespace tg::nn {
+
+// max(x, 0).
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& input) override;
+  std::string type_name() const override { return "ReLU"; }
+};
+
+// x * Phi(x); approximate = "tanh" uses the tanh formula, "none" the exact erf form.
+class GELU : public Module {
+ public:
+  explicit GELU(std::string approximate = "none");
+  Tensor forward(const Tensor& input) override;
+  std::string type_name() const override { return "GELU"; }
+  std::string extra_repr() const override;
+
+ private:
+  std::string approximate_;
+};
+
+// tanh(x).
+class Tanh : public Module {
+ public:
+  Tensor forward(const Tensor& input) override;
+  std::string type_name() const override { return "Tanh"; }
+};
+
+}  // namespace tg::nn

@@ -1,0 +1,54 @@
+#include "nn/init.h"
+
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "ops/factory.h"
+
+namespace tg::nn::init {
+
+std::pair<int64_t, int64_t> fan_in_and_fan_out(const Tensor& weight) {
+  TG_CHECK(weight.dim() >= 2, "[init] fan in and fan out need a tensor with at least 2 dims, got shape ",
+           shape_str(weight.sizes()));
+  int64_t receptive = 1;
+  for (int64_t d = 2; d < weight.dim(); ++d) receptive *= weight.size(d);
+  return {weight.size(1) * receptive, weight.size(0) * receptive};
+}
+
+Tensor& uniform_(Tensor& t, double low, double high) {
+  TG_CHECK(low <= high, "[init] uniform_ expects low <= high, got low=", low, " high=", high);
+  NoGradGuard no_grad;
+  Tensor draw = rand(t.sizes(), {.dtype = t.dtype(), .device = t.device()});
+  t.copy_(draw * (high - low) + low);
+  return t;
+}
+
+Tensor& normal_(Tensor& t, double mean, double std) {
+  TG_CHECK(std >= 0, "[init] normal_ expects std >= 0, got ", std);
+  NoGradGuard no_grad;
+  t.copy_(randn(t.sizes(), {.dtype = t.dtype(), .device = t.device()}) * std + mean);
+  return t;
+}
+
+Tensor& zeros_(Tensor& t) {
+  NoGradGuard no_grad;
+  t.zero_();
+  return t;
+}
+
+Tensor& kaiming_uniform_(Tensor& t, double a) {
+  const auto [fan_in, fan_out] = fan_in_and_fan_out(t);
+  TG_CHECK(fan_in > 0, "[init] kaiming_uniform_ on a tensor with zero fan in, shape ", shape_str(t.sizes()));
+  const double gain = std::sqrt(2.0 / (1.0 + a * a));
+  const double bound = gain * std::sqrt(3.0 / static_cast<double>(fan_in));
+  return uniform_(t, -bound, bound);
+}
+
+Tensor& xavier_uniform_(Tensor& t, double gain) {
+  const auto [fan_in, fan_out] = fan_in_and_fan_out(t);
+  TG_CHECK(fan_in + fan_out > 0, "[init] xavier_uniform_ on a tensor with zero fans, shape ", shape_str(t.sizes()));
+  const double bound = gain * std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
+  return uniform_(t, -bound, bound);
+}
+
+}  // namespace tg::nn::init

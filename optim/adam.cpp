@@ -1,0 +1,62 @@
+#include "optim/adam.h"
+
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "ops/binary.h"
+#include "ops/unary.h"
+
+namespace tg::optim {
+
+Adam::Adam(TensorList params, AdamOptions options) : Adam(std::move(params), options, false) {}
+
+Adam::Adam(TensorList params, AdamOptions options, bool decoupled)
+    : Optimizer(std::move(params), options.lr),
+      options_(options),
+      decoupled_(decoupled),
+      exp_avg_(params_.size()),
+      exp_avg_sq_(params_.size()),
+      param_steps_(params_.size(), 0) {
+  const char* name = decoupled ? "[AdamW]" : "[Adam]";
+  TG_CHECK(options.eps >= 0.0, name, " invalid epsilon value: ", options.eps);
+  TG_CHECK(options.beta1 >= 0.0 && options.beta1 < 1.0, name, " invalid beta parameter at index 0: ", options.beta1);
+  TG_CHECK(options.beta2 >= 0.0 && options.beta2 < 1.0, name, " invalid beta parameter at index 1: ", options.beta2);
+  TG_CHECK(options.weight_decay >= 0.0, name, " invalid weight_decay value: ", options.weight_decay);
+}
+
+AdamW::AdamW(TensorList params, AdamOptions options) : Adam(std::move(params), options, true) {}
+
+void Adam::step() {
+  NoGradGuard no_grad;
+  const AdamOptions& o = options_;
+  ++step_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    // Each parameter counts its own updates, as in PyTorch: one skipped for lack of a grad
+    // keeps its bias correction where it was.
+    const double t = static_cast<double>(++param_steps_[i]);
+    const double bias1 = 1.0 - std::pow(o.beta1, t);
+    const double bias2_sqrt = std::sqrt(1.0 - std::pow(o.beta2, t));
+    // lr/bias1 * m / (sqrt(v)/bias2_sqrt + eps), with bias2_sqrt moved out of the denominator
+    // to save a kernel: (lr*bias2_sqrt/bias1) * m / (sqrt(v) + eps*bias2_sqrt).
+    const double step_size = lr_ * bias2_sqrt / bias1;
+    if (o.weight_decay != 0.0) {
+      if (decoupled_) {
+        p.mul_(1.0 - lr_ * o.weight_decay);
+      } else {
+        g = add(g, p, o.weight_decay);
+      }
+    }
+    Tensor& m = state_like(exp_avg_[i], p);
+    Tensor& v = state_like(exp_avg_sq_[i], p);
+    m.mul_(o.beta1).add_(g, 1.0 - o.beta1);
+    v.mul_(o.beta2).add_(g * g, 1.0 - o.beta2);
+    Tensor denom = sqrt(v);
+    denom.add_(o.eps * bias2_sqrt);
+    p.add_(m / denom, -step_size);
+  }
+}
+
+}  // namespace tg::optim

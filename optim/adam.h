@@ -1,0 +1,51 @@
+// Adam and AdamW: adaptive moment estimation with bias correction.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "optim/optimizer.h"
+
+namespace tg::optim {
+
+// Hyper-parameters, named as in torch.optim.Adam.
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+};
+
+// m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2;
+// p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps).
+// Adam couples weight decay into the gradient (g += wd*p), as L2 regularization does.
+class Adam : public Optimizer {
+ public:
+  Adam(TensorList params, AdamOptions options = {});
+  void step() override;
+  const AdamOptions& options() const { return options_; }
+  // Number of step() calls so far.
+  int64_t step_count() const { return step_; }
+
+ protected:
+  // True for AdamW: decay multiplies the parameter by (1 - lr*wd) instead of entering the moments.
+  Adam(TensorList params, AdamOptions options, bool decoupled);
+
+ private:
+  AdamOptions options_;
+  bool decoupled_;
+  int64_t step_ = 0;
+  TensorList exp_avg_;     // first moments, created on each parameter's first update
+  TensorList exp_avg_sq_;  // second moments
+  std::vector<int64_t> param_steps_;  // per parameter: updates applied (t in the bias corrections)
+};
+
+// Adam with decoupled weight decay (Loshchilov & Hutter): p *= 1 - lr*wd before the Adam update.
+// The default weight_decay is 1e-2, as in torch.optim.AdamW.
+class AdamW : public Adam {
+ public:
+  AdamW(TensorList params, AdamOptions options = {.weight_decay = 1e-2});
+};
+
+}  // namespace tg::optim

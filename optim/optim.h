@@ -1,0 +1,6 @@
+// The optimizers in one include.
+#pragma once
+
+#include "optim/adam.h"
+#include "optim/optimizer.h"
+#include "optim/sgd.h"

@@ -1,0 +1,50 @@
+#include "optim/optimizer.h"
+
+#include "autograd/grad_mode.h"
+#include "ops/factory.h"
+
+namespace tg::optim {
+
+Optimizer::Optimizer(TensorList params, double lr) : params_(std::move(params)) {
+  set_lr(lr);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    TG_CHECK(p.defined(), "[optim] parameter ", i, " is an undefined tensor");
+    TG_CHECK(p.is_leaf(), "[optim] can't optimize a non-leaf Tensor (parameter ", i, ")");
+    TG_CHECK(p.is_floating_point() && p.requires_grad(), "[optim] parameter ", i,
+             " must be a floating point tensor that requires grad, got dtype ", dtype_name(p.dtype()),
+             p.requires_grad() ? "" : " with requires_grad=false");
+    for (size_t j = 0; j < i; ++j)
+      TG_CHECK(!params_[j].is_same(p), "[optim] parameter ", i, " appears twice (also at ", j, ")");
+  }
+}
+
+void Optimizer::set_lr(double lr) {
+  TG_CHECK(lr >= 0.0, "[optim] invalid learning rate: ", lr);
+  lr_ = lr;
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  NoGradGuard no_grad;
+  for (Tensor& p : params_) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (set_to_none) {
+      p.set_grad(Tensor());
+    } else {
+      g.detach_();
+      g.zero_();
+    }
+  }
+}
+
+Tensor& Optimizer::state_like(Tensor& state, const Tensor& p) {
+  if (!state.defined()) {
+    state = zeros_like(p);
+  } else if (state.device() != p.device()) {
+    state = state.to(p.device());
+  }
+  return state;
+}
+
+}  // namespace tg::optim

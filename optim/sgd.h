@@ -1,0 +1,30 @@
+// Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight decay.
+#pragma once
+
+#include "optim/optimizer.h"
+
+namespace tg::optim {
+
+// Hyper-parameters, named as in torch.optim.SGD.
+struct SGDOptions {
+  double lr = 1e-3;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+};
+
+// PyTorch's SGD rule: g += wd*p; buf = momentum*buf + (1-dampening)*g (buf = g on the first step);
+// g = nesterov ? g + momentum*buf : buf; p -= lr*g. Plain SGD costs one kernel per parameter.
+class SGD : public Optimizer {
+ public:
+  SGD(TensorList params, SGDOptions options = {});
+  void step() override;
+  const SGDOptions& options() const { return options_; }
+
+ private:
+  SGDOptions options_;
+  TensorList momentum_;  // one buffer per parameter, created on its first update
+};
+
+}  // namespace tg::optim
