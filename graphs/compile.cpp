@@ -78,7 +78,8 @@ void make_executors(CompiledFunction::State& s, CompiledEntry& entry, const Tens
   std::vector<bool> fw_static, bw_static;
   for (const GraphInput& in : fw.inputs)
     fw_static.push_back(in.kind == InputKind::Lifted ||
-                        (in.kind == InputKind::Argument && is_static_address(args[static_cast<size_t>(in.index)])));
+                        (in.kind == InputKind::Argument && (is_static_address(args[static_cast<size_t>(in.index)]) ||
+                                                             args[static_cast<size_t>(in.index)].impl()->storage()->is_borrowed())));
   for (const GraphInput& in : bw.inputs) bw_static.push_back(in.kind == InputKind::Saved);
   entry.forward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(fw), std::move(fw_static), recorder, &s.counters,
                                                       "forward", /*starts_step=*/true, s.options.cudagraph_max_recordings);

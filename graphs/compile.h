@@ -60,6 +60,10 @@ struct ResultAdapter<TensorList> {
   static TensorList to_list(const TensorList& l) { return l; }
   static TensorList from_list(TensorList&& l) { return std::move(l); }
 };
+template <>
+struct ResultAdapter<void> {
+  static void from_list(TensorList&&) {}
+};
 template <typename... Ts>
 struct ResultAdapter<std::tuple<Ts...>> {
   static TensorList to_list(const std::tuple<Ts...>& t) {
@@ -88,8 +92,14 @@ class Compiled {
       auto fn = fn_;
       core_ = std::make_shared<graphs::CompiledFunction>(
           [fn](const TensorList& xs) {
-            return [&]<size_t... I>(std::index_sequence<I...>) { return Adapter::to_list((*fn)(xs.at(I)...)); }(
-                std::index_sequence_for<Args...>{});
+            return [&]<size_t... I>(std::index_sequence<I...>) {
+              if constexpr (std::is_void_v<R>) {
+                (*fn)(xs.at(I)...);
+                return TensorList{};
+              } else {
+                return Adapter::to_list((*fn)(xs.at(I)...));
+              }
+            }(std::index_sequence_for<Args...>{});
           },
           options_);
     }

@@ -3,13 +3,8 @@
 namespace tg::graphs {
 
 Tensor fake_tensor(const TensorMeta& meta, bool requires_grad) {
-  int64_t span = 1;
-  bool empty = false;
-  for (size_t i = 0; i < meta.sizes.size(); ++i) {
-    if (meta.sizes[i] == 0) empty = true;
-    span += (meta.sizes[i] - 1) * meta.strides[i];
-  }
-  const int64_t nbytes = empty ? 0 : (meta.offset + span) * dtype_size(meta.dtype);
+  const int64_t span = storage_span(meta.sizes, meta.strides);
+  const int64_t nbytes = span == 0 ? 0 : (meta.offset + span) * dtype_size(meta.dtype);
   auto storage = std::make_shared<StorageImpl>(meta.device, nbytes, /*fake=*/true);
   Tensor t(std::make_shared<TensorImpl>(storage, meta.sizes, meta.strides, meta.offset, meta.dtype));
   if (requires_grad) t.requires_grad_(true);

@@ -12,20 +12,10 @@ std::string geometry_str(const Shape& sizes, const Shape& strides, int64_t offse
   return "size=" + shape_str(sizes) + ", stride=" + shape_str(strides) + ", offset=" + std::to_string(offset);
 }
 
-// The number of elements the geometry spans in its storage (0 for empty tensors).
-int64_t span_of(const Shape& sizes, const Shape& strides) {
-  int64_t span = 1;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] == 0) return 0;
-    span += (sizes[i] - 1) * strides[i];
-  }
-  return span;
-}
-
 }  // namespace
 
 Shape dense_strides_like(const TensorMeta& m) {
-  const bool dense = !has_internal_overlap(m.sizes, m.strides) && span_of(m.sizes, m.strides) == shape_numel(m.sizes);
+  const bool dense = !has_internal_overlap(m.sizes, m.strides) && storage_span(m.sizes, m.strides) == shape_numel(m.sizes);
   return dense && m.strides.size() == m.sizes.size() ? m.strides : contiguous_strides(m.sizes);
 }
 
@@ -117,5 +107,29 @@ std::vector<TensorMeta> AliasViewOp::infer(const TensorList& inputs) const {
 }
 
 std::string AliasViewOp::attrs() const { return geometry_str(sizes_, strides_, relative_offset_); }
+
+const OpSchema& SnapshotOp::schema() const {
+  static const OpSchema s{"clone", 0, -1, -1};
+  return s;
+}
+
+std::vector<TensorMeta> SnapshotOp::infer(const TensorList& inputs) const {
+  return {contiguous_meta(inputs[0].sizes(), inputs[0].dtype(), inputs[0].device())};
+}
+
+void SnapshotOp::eval(const TensorList& inputs, TensorList& outputs) const { outputs[0].copy_(inputs[0]); }
+
+const OpSchema& WriteBackOp::schema() const {
+  static const OpSchema s{"copy_back_", kInPlace | kOverwritesTarget, 0, -1};
+  return s;
+}
+
+std::vector<TensorMeta> WriteBackOp::infer(const TensorList& inputs) const {
+  TG_CHECK(inputs[0].sizes() == inputs[1].sizes(), "[copy_back_] final value has sizes ",
+           shape_str(inputs[1].sizes()), " but the input has sizes ", shape_str(inputs[0].sizes()));
+  return {meta_of(inputs[0])};
+}
+
+void WriteBackOp::eval(const TensorList& inputs, TensorList& outputs) const { outputs[0].copy_(inputs[1]); }
 
 }  // namespace tg::graphs

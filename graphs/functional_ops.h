@@ -54,6 +54,24 @@ class AliasViewOp final : public Op {
   int64_t relative_offset_;
 };
 
+// A copy of its input in a fresh buffer: saves the pre-mutation value of an input that the function
+// writes into, so the backward never reads the written data.
+class SnapshotOp final : public Op {
+ public:
+  const OpSchema& schema() const override;
+  std::vector<TensorMeta> infer(const TensorList& inputs) const override;
+  void eval(const TensorList& inputs, TensorList& outputs) const override;
+};
+
+// Writes a mutated input's final value back into the caller's tensor inside the graph (CUDA graphs
+// capture this for inputs with fixed addresses, such as parameters updated by an optimizer step).
+class WriteBackOp final : public Op {
+ public:
+  const OpSchema& schema() const override;
+  std::vector<TensorMeta> infer(const TensorList& inputs) const override;
+  void eval(const TensorList& inputs, TensorList& outputs) const override;
+};
+
 // Strides for a fresh buffer holding a value laid out like `m`: m's strides when they are dense and
 // non-overlapping (so regenerated views line up), else contiguous.
 Shape dense_strides_like(const TensorMeta& m);

@@ -4,6 +4,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "graphs/functional_ops.h"
 #include "graphs/max_flow.h"
 
 namespace tg::graphs {
@@ -19,12 +20,22 @@ class SubgraphBuilder {
   void add_input(ValueId joint_id, InputKind kind, int32_t index) {
     graph_.add_input(map(joint_id), kind, index);
   }
-  void add_node(const GraphNode& n) {
+  // Copies node n; with remap=false its outputs are already ids of the new graph (its inputs never are).
+  void add_node(const GraphNode& n, bool remap = true) {
     std::vector<ValueId> ins, outs;
     for (ValueId v : n.inputs) ins.push_back(v < 0 ? -1 : map(v));
-    for (ValueId v : n.outputs) outs.push_back(map(v));
+    for (ValueId v : n.outputs) outs.push_back(remap ? map(v) : v);
     graph_.add_node(n.op, std::move(ins), std::move(outs), n.phase, n.sequence_nr);
   }
+  // A new value of the new graph with the metadata of joint value v.
+  ValueId add_value_like(ValueId v, const std::string& stem) {
+    const Value& val = joint_.values[static_cast<size_t>(v)];
+    TensorMeta m = val.meta;
+    m.strides = contiguous_strides(m.sizes);
+    m.offset = 0;
+    return graph_.add_value(m, stem + "_" + val.name);
+  }
+  void add_raw_output(ValueId new_id) { graph_.outputs.push_back(new_id); }
   void add_output(ValueId joint_id) { graph_.outputs.push_back(joint_id < 0 ? -1 : map(joint_id)); }
   Graph take() { return std::move(graph_); }
 
@@ -179,7 +190,22 @@ Partition partition(const JointGraph& joint, PartitionerKind kind) {
   std::vector<ValueId> fw_all = fw_targets;
   fw_all.insert(fw_all.end(), part.saved.begin(), part.saved.end());
   for (int32_t i : needed_nodes(g, fw_all, nothing, true)) fw.add_node(g.nodes[static_cast<size_t>(i)]);
-  for (ValueId v : fw_all) fw.add_output(v);
+  // An input the function writes into is saved as a snapshot: the caller's tensor receives the
+  // write when the forward returns, and the backward must still see the value it had before.
+  std::set<ValueId> mutated_inputs;
+  for (const PrimalRef& p : joint.mutated)
+    for (const GraphInput& in : g.inputs)
+      if (in.kind == p.kind && in.index == p.index) mutated_inputs.insert(in.value);
+  for (ValueId v : fw_targets) fw.add_output(v);
+  for (ValueId v : part.saved) {
+    if (!mutated_inputs.count(v)) {
+      fw.add_output(v);
+      continue;
+    }
+    const ValueId snap = fw.add_value_like(v, "snapshot");
+    fw.add_node(GraphNode{std::make_shared<const SnapshotOp>(), {v}, {snap}, Phase::Forward, -1}, /*remap=*/false);
+    fw.add_raw_output(snap);
+  }
   part.forward = fw.take();
 
   // Backward graph: saved values and tangents in, recomputed forward nodes, then backward nodes.

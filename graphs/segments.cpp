@@ -8,6 +8,7 @@ std::optional<std::string> capture_blocker(const Graph& graph, const GraphNode& 
   const std::string name(node.op->name());
   if (node.op->has(kHostSync)) return "incompatible op (" + name + ")";
   if (node.op->has(kRandom)) return "random op (" + name + ")";
+  if (name == "stage_to_device") return std::string("host-to-device input staging");
   auto check = [&](ValueId v) -> std::optional<std::string> {
     if (v < 0) return std::nullopt;
     const Device d = graph.values[static_cast<size_t>(v)].meta.device;

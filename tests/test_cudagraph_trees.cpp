@@ -1,0 +1,138 @@
+// CUDAGraph-Trees behaviours of the cudagraphs backend on a GPU (skipped without one): replays,
+// stale outputs, mark_step_begin, gradient accumulation, re-recording, new shapes, fresh random
+// numbers, and memory staying flat across iterations.
+#include <gtest/gtest.h>
+
+#include "graphs/compile.h"
+#include "graphs/cudagraph_step.h"
+#include "support/test_support.h"
+#include "tensor/cuda_memory.h"
+
+namespace tg {
+namespace {
+
+using testing::expect_close;
+
+const CompileOptions kCudagraphs{.backend = "cudagraphs"};
+
+Tensor cuda_randn(const Shape& s) { return randn(s, {.device = cuda_device()}); }
+
+TEST(CudagraphTrees, WarmUpRecordReplay) {
+  TG_REQUIRE_CUDA();
+  auto f = compile([](const Tensor& x) { return (x * 2).exp(); }, kCudagraphs);
+  for (int i = 0; i < 6; ++i) {
+    Tensor x = cuda_randn({16});
+    expect_close(f(x), (x * 2).exp(), 1e-5, 1e-6);
+  }
+  EXPECT_EQ(f.counters().warmups, 1);
+  EXPECT_EQ(f.counters().graphs_captured, 1);
+  EXPECT_EQ(f.counters().replays, 5);
+}
+
+TEST(CudagraphTrees, StaleOutputRaisesAndNamesTheFixes) {
+  TG_REQUIRE_CUDA();
+  auto f = compile([](const Tensor& x) { return x + 1; }, kCudagraphs);
+  Tensor x = cuda_randn({8});
+  f(x);  // warm-up
+  Tensor first = f(x);
+  mark_step_begin();
+  Tensor second = f(x * 2);
+  EXPECT_THROW_MSG(first.cpu(), "clone");
+  EXPECT_THROW_MSG(first.cpu(), "mark_step_begin");
+  expect_close(second, x * 2 + 1);
+}
+
+TEST(CudagraphTrees, ClonedOutputSurvivesLaterReplays) {
+  TG_REQUIRE_CUDA();
+  auto f = compile([](const Tensor& x) { return x * 3; }, kCudagraphs);
+  Tensor x = cuda_randn({8});
+  f(x);
+  Tensor kept = f(x).clone();
+  for (int i = 0; i < 3; ++i) {
+    mark_step_begin();
+    f(cuda_randn({8}));
+  }
+  expect_close(kept, x * 3);
+}
+
+TEST(CudagraphTrees, GradientAccumulationMatchesEager) {
+  TG_REQUIRE_CUDA();
+  Tensor w = cuda_randn({16, 8}).requires_grad_(true);
+  Tensor w_eager = w.detach().clone().requires_grad_(true);
+  auto f = compile([&w](const Tensor& x) { return x.mm(w).tanh().sum(); }, kCudagraphs);
+  for (int step = 0; step < 4; ++step) {
+    Tensor x1 = cuda_randn({4, 16}), x2 = cuda_randn({4, 16});
+    Tensor l1 = f(x1), l2 = f(x2);  // two forwards before any backward
+    l1.backward();
+    l2.backward();
+    x1.mm(w_eager).tanh().sum().backward();
+    x2.mm(w_eager).tanh().sum().backward();
+    expect_close(w.grad(), w_eager.grad(), 1e-4, 1e-5);
+    w.set_grad(Tensor());
+    w_eager.set_grad(Tensor());
+  }
+  EXPECT_GE(f.counters().graphs_captured, 2);
+}
+
+TEST(CudagraphTrees, MovedStaticInputRerecords) {
+  TG_REQUIRE_CUDA();
+  Tensor p = cuda_randn({8});
+  auto f = compile([&p](const Tensor& x) { return x * p; }, kCudagraphs);
+  Tensor x = cuda_randn({8});
+  for (int i = 0; i < 3; ++i) {
+    mark_step_begin();
+    expect_close(f(x), x * p);
+  }
+  {
+    NoGradGuard no_grad;
+    p.set_(p.clone());  // same tensor, new memory
+  }
+  mark_step_begin();
+  expect_close(f(x), x * p);
+  EXPECT_EQ(f.counters().rerecords, 1);
+}
+
+TEST(CudagraphTrees, NewShapeRecordsNewGraph) {
+  TG_REQUIRE_CUDA();
+  auto f = compile([](const Tensor& x) { return x.sum(std::vector<int64_t>{1}); }, kCudagraphs);
+  for (int64_t rows : {4, 4, 4, 2, 2, 2}) {
+    mark_step_begin();
+    Tensor x = cuda_randn({rows, 8});
+    expect_close(f(x), x.sum(std::vector<int64_t>{1}), 1e-5, 1e-5);
+  }
+  EXPECT_EQ(f.counters().compilations, 2);
+  EXPECT_EQ(f.counters().graphs_captured, 2);
+}
+
+TEST(CudagraphTrees, RandomNumbersAreFreshOnEveryCall) {
+  TG_REQUIRE_CUDA();
+  auto f = compile([](const Tensor& x) { return x * rand_like(x).gt(0.5); }, kCudagraphs);
+  Tensor x = ones({4096}, {.device = cuda_device()});
+  Tensor previous;
+  for (int i = 0; i < 4; ++i) {
+    mark_step_begin();
+    Tensor mask = f(x).clone();
+    const double kept = mask.sum().item<double>();
+    EXPECT_GT(kept, 1800);
+    EXPECT_LT(kept, 2300);
+    if (previous.defined()) EXPECT_FALSE(equal(mask, previous));
+    previous = mask;
+  }
+}
+
+TEST(CudagraphTrees, MemoryStaysFlatAcrossIterations) {
+  TG_REQUIRE_CUDA();
+  Tensor w = cuda_randn({64, 64}).requires_grad_(true);
+  auto f = compile([&w](const Tensor& x) { return x.mm(w).relu().sum(); }, kCudagraphs);
+  Tensor x = cuda_randn({32, 64});
+  int64_t after_warmup = 0;
+  for (int i = 0; i < 10; ++i) {
+    f(x).backward();
+    w.set_grad(Tensor());
+    if (i == 3) after_warmup = cuda::memory_allocated();
+  }
+  EXPECT_EQ(cuda::memory_allocated(), after_warmup);
+}
+
+}  // namespace
+}  // namespace tg
