@@ -18,21 +18,21 @@ echo "== configure + build" | tee "$log"
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${prefix_args[@]}" >>"$log" 2>&1 \
   && ninja -C build-gpu -j16 >>"$log" 2>&1 || { grep -E "error|Error|FAILED" "$log" | head -60; exit 1; }
 echo "== ctest" | tee -a "$log"
-(cd build-gpu && ctest -j4 --timeout 900 --output-on-failure) >"$out/ctest.txt" 2>&1
+(cd build-gpu && ctest -j8 --timeout 900 --output-on-failure) >"$out/ctest.txt" 2>&1
 grep -E "tests passed|tests failed|The following tests|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|\(Subprocess" "$out/ctest.txt" | head -40
 if [ -f data/digits.csv.gz ]; then
   echo "== train_digits --device cuda" | tee -a "$log"
   ./build-gpu/examples/train_digits --device cuda 2>&1 | tr '\r' '\n' | grep -v "^epoch" | tail -5 | tee -a "$log"
 fi
 echo "== benchmarks" | tee -a "$log"
-for b in build-gpu/bench/bench_*; do
+for b in ${TG_BENCHES:-build-gpu/bench/bench_*}; do
   [ -x "$b" ] || continue
   "$b" --benchmark_min_time=0.2 --benchmark_format=console 2>&1
 done >"$out/bench.txt"
 grep -E "^BM_|^bench" "$out/bench.txt" | head -80
 if [ -n "$anchors" ]; then
   echo "== anchors" | tee -a "$log"
-  bash "$anchors/run.sh" /tmp/tg_anchors >"$out/anchors_log.txt" 2>&1
+  PT_MODES=${PT_MODES:-} bash "$anchors/run.sh" /tmp/tg_anchors >"$out/anchors_log.txt" 2>&1
   for f in gpu.txt launch_floor.csv pt.csv libtorch.csv; do
     echo "# $f"; cat "/tmp/tg_anchors/$f" 2>/dev/null
   done >"$out/anchors.txt"

@@ -8,6 +8,7 @@
 #include "graphs/compiled_backward.h"
 #include "graphs/cudagraph_executor.h"
 #include "graphs/cudagraph_step.h"
+#include "graphs/functional_ops.h"
 #include "graphs/staging.h"
 #include "graphs/guards.h"
 #include "graphs/interpreter.h"
@@ -26,6 +27,7 @@ struct CompiledEntry {
   std::unique_ptr<Executor> forward;
   std::unique_ptr<Executor> backward;
   bool cudagraphs = false;  // executors are CUDA graph executors
+  std::vector<bool> written_in_graph;  // per mutated input: the forward graph writes it back itself
 };
 
 struct CompiledFunction::State {
@@ -81,7 +83,23 @@ void make_executors(CompiledFunction::State& s, CompiledEntry& entry, const Tens
                         (in.kind == InputKind::Argument && (is_static_address(args[static_cast<size_t>(in.index)]) ||
                                                              args[static_cast<size_t>(in.index)].impl()->storage()->is_borrowed())));
   for (const GraphInput& in : bw.inputs) bw_static.push_back(in.kind == InputKind::Saved);
-  entry.forward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(fw), std::move(fw_static), recorder, &s.counters,
+  // Inputs with fixed addresses receive their writes inside the graph (an optimizer step's
+  // parameter updates are then part of its CUDA graph); others get the epilogue copy.
+  Graph fw_graph = fw;
+  entry.written_in_graph.assign(entry.joint.mutated.size(), false);
+  const size_t n_out = entry.joint.num_user_outputs;
+  for (size_t m = 0; m < entry.joint.mutated.size(); ++m) {
+    const PrimalRef& p = entry.joint.mutated[m];
+    for (size_t i = 0; i < fw_graph.inputs.size(); ++i) {
+      const GraphInput& in = fw_graph.inputs[i];
+      if (in.kind != p.kind || in.index != p.index || !fw_static[i]) continue;
+      const ValueId done = fw_graph.add_value(fw_graph.values[static_cast<size_t>(in.value)].meta, "written_back");
+      fw_graph.add_node(std::make_shared<const WriteBackOp>(), {in.value, fw_graph.outputs[n_out + m]}, {done},
+                        Phase::Forward, -1);
+      entry.written_in_graph[m] = true;
+    }
+  }
+  entry.forward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(fw_graph), std::move(fw_static), recorder, &s.counters,
                                                       "forward", /*starts_step=*/true, s.options.cudagraph_max_recordings);
   entry.backward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(bw), std::move(bw_static), recorder,
                                                        &s.counters, "backward", /*starts_step=*/false,
@@ -156,6 +174,7 @@ TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorLi
     // Epilogue: the caller's tensors receive what the function wrote into them.
     NoGradGuard no_grad;
     for (size_t i = 0; i < n_mut; ++i) {
+      if (!entry->written_in_graph.empty() && entry->written_in_graph[i]) continue;
       Tensor target = primal(joint.mutated[i], args, joint);
       target.copy_(results[n_out + i]);
     }

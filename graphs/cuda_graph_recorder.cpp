@@ -59,7 +59,8 @@ class CudaRecorder final : public GraphRecorder {
     {
       cuda::MempoolGuard route(pool, device_.index);
       StreamScope on_side(side_stream_);
-      TG_CUDA_CHECK(cudaStreamBeginCapture(side_stream_, cudaStreamCaptureModeThreadLocal));
+      // Relaxed: the private pool may need a fresh segment (cudaMalloc) while the capture is open.
+    TG_CUDA_CHECK(cudaStreamBeginCapture(side_stream_, cudaStreamCaptureModeRelaxed));
       try {
         outputs = body();
       } catch (...) {

@@ -170,6 +170,9 @@ void Tracer::record_set(const TensorList& inputs) {
 void Tracer::record_inplace(const OpPtr& op, const TensorList& inputs, const TensorList& outputs) {
   const auto m = static_cast<size_t>(op->schema().mutates);
   const Tensor& target = inputs[m];
+  // Writing into no elements changes nothing (and launches nothing); aliases of the storage are
+  // regenerated from its unchanged base when next read.
+  if (target.numel() == 0 && !op->has(kMetadataMutation)) return;
   const StorageImpl* s = target.impl()->storage().get();
   std::vector<ValueId> ins;
   ins.reserve(inputs.size());
@@ -206,6 +209,10 @@ void Tracer::record_inplace(const OpPtr& op, const TensorList& inputs, const Ten
     graph_.values[static_cast<size_t>(nb)].meta.offset = 0;
     graph_.add_node(scatter, {state.base, nv}, {nb}, phase_, current_sequence_nr(outputs));
     state.base = nb;
+    state.mutated = true;
+    // The view now reads through the new base (so it keeps aliasing it), regenerated on next use.
+    tensors_.erase(target.impl());
+    return;
   }
   state.mutated = true;
   bind(target, nv);

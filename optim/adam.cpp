@@ -4,6 +4,7 @@
 
 #include "autograd/grad_mode.h"
 #include "ops/binary.h"
+#include "ops/factory.h"
 #include "ops/unary.h"
 
 namespace tg::optim {
@@ -26,22 +27,20 @@ Adam::Adam(TensorList params, AdamOptions options, bool decoupled)
 
 AdamW::AdamW(TensorList params, AdamOptions options) : Adam(std::move(params), options, true) {}
 
-void Adam::step() {
+void Adam::update(const TensorList& grads) {
+  TG_CHECK(grads.size() == params_.size(), "[Adam] got ", grads.size(), " gradients for ", params_.size(),
+           " parameters");
   NoGradGuard no_grad;
   const AdamOptions& o = options_;
   ++step_;
+  if (capturable_) device_steps_.resize(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
-    Tensor g = p.grad();
+    Tensor g = grads[i];
     if (!g.defined()) continue;
     // Each parameter counts its own updates, as in PyTorch: one skipped for lack of a grad
     // keeps its bias correction where it was.
     const double t = static_cast<double>(++param_steps_[i]);
-    const double bias1 = 1.0 - std::pow(o.beta1, t);
-    const double bias2_sqrt = std::sqrt(1.0 - std::pow(o.beta2, t));
-    // lr/bias1 * m / (sqrt(v)/bias2_sqrt + eps), with bias2_sqrt moved out of the denominator
-    // to save a kernel: (lr*bias2_sqrt/bias1) * m / (sqrt(v) + eps*bias2_sqrt).
-    const double step_size = lr_ * bias2_sqrt / bias1;
     if (o.weight_decay != 0.0) {
       if (decoupled_) {
         p.mul_(1.0 - lr_ * o.weight_decay);
@@ -53,6 +52,23 @@ void Adam::step() {
     Tensor& v = state_like(exp_avg_sq_[i], p);
     m.mul_(o.beta1).add_(g, 1.0 - o.beta1);
     v.mul_(o.beta2).add_(g * g, 1.0 - o.beta2);
+    if (capturable_) {
+      // The step count lives on the device, so a captured update computes the right bias
+      // corrections on every replay: beta^t = exp(t * log(beta)).
+      Tensor& steps = device_steps_[i];
+      if (!steps.defined()) steps = full({}, t - 1.0, {.dtype = p.dtype(), .device = p.device()});
+      steps.add_(1.0);
+      Tensor bias1 = rsub(exp(steps * std::log(o.beta1)), 1.0);
+      Tensor bias2_sqrt = sqrt(rsub(exp(steps * std::log(o.beta2)), 1.0));
+      Tensor denom = sqrt(v) / bias2_sqrt + o.eps;
+      p.sub_(m / denom * (lr_ / bias1));
+      continue;
+    }
+    const double bias1 = 1.0 - std::pow(o.beta1, t);
+    const double bias2_sqrt = std::sqrt(1.0 - std::pow(o.beta2, t));
+    // lr/bias1 * m / (sqrt(v)/bias2_sqrt + eps), with bias2_sqrt moved out of the denominator
+    // to save a kernel: (lr*bias2_sqrt/bias1) * m / (sqrt(v) + eps*bias2_sqrt).
+    const double step_size = lr_ * bias2_sqrt / bias1;
     Tensor denom = sqrt(v);
     denom.add_(o.eps * bias2_sqrt);
     p.add_(m / denom, -step_size);

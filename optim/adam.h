@@ -23,7 +23,7 @@ struct AdamOptions {
 class Adam : public Optimizer {
  public:
   Adam(TensorList params, AdamOptions options = {});
-  void step() override;
+  void update(const TensorList& grads) override;
   const AdamOptions& options() const { return options_; }
   // Number of step() calls so far.
   int64_t step_count() const { return step_; }
@@ -39,6 +39,7 @@ class Adam : public Optimizer {
   TensorList exp_avg_;     // first moments, created on each parameter's first update
   TensorList exp_avg_sq_;  // second moments
   std::vector<int64_t> param_steps_;  // per parameter: updates applied (t in the bias corrections)
+  TensorList device_steps_;  // capturable: the same counts as 0-dim tensors on each parameter's device
 };
 
 // Adam with decoupled weight decay (Loshchilov & Hutter): p *= 1 - lr*wd before the Adam update.

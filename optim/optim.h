@@ -4,3 +4,4 @@
 #include "optim/adam.h"
 #include "optim/optimizer.h"
 #include "optim/sgd.h"
+#include "optim/compiled_step.h"

@@ -19,6 +19,13 @@ Optimizer::Optimizer(TensorList params, double lr) : params_(std::move(params)) 
   }
 }
 
+void Optimizer::step() {
+  TensorList grads;
+  grads.reserve(params_.size());
+  for (const Tensor& p : params_) grads.push_back(p.grad());
+  update(grads);
+}
+
 void Optimizer::set_lr(double lr) {
   TG_CHECK(lr >= 0.0, "[optim] invalid learning rate: ", lr);
   lr_ = lr;

@@ -16,7 +16,14 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   // Applies one update from the parameters' current .grad; parameters without a grad are skipped.
-  virtual void step() = 0;
+  void step();
+  // Applies one update from `grads` (one per parameter, undefined to skip it). Compiled optimizer
+  // steps trace this with the gradients as arguments.
+  virtual void update(const TensorList& grads) = 0;
+  // Keeps every piece of per-step state on the device (no host counters baked into a trace), so
+  // that update() can be captured in a CUDA graph and replayed. Off by default (fewer kernels).
+  virtual void set_capturable(bool value) { capturable_ = value; }
+  bool capturable() const { return capturable_; }
   // Clears gradients: drops them (set_to_none, the default, as in PyTorch) or zeroes them in place.
   void zero_grad(bool set_to_none = true);
 
@@ -30,6 +37,7 @@ class Optimizer {
 
   TensorList params_;
   double lr_;
+  bool capturable_ = false;
 };
 
 }  // namespace tg::optim

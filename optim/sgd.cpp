@@ -15,12 +15,13 @@ SGD::SGD(TensorList params, SGDOptions options)
            " dampening=", options.dampening);
 }
 
-void SGD::step() {
+void SGD::update(const TensorList& grads) {
+  TG_CHECK(grads.size() == params_.size(), "[SGD] got ", grads.size(), " gradients for ", params_.size(), " parameters");
   NoGradGuard no_grad;
   const SGDOptions& o = options_;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
-    Tensor g = p.grad();
+    Tensor g = grads[i];
     if (!g.defined()) continue;
     if (o.weight_decay != 0.0) g = add(g, p, o.weight_decay);
     if (o.momentum != 0.0) {

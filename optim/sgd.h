@@ -19,7 +19,7 @@ struct SGDOptions {
 class SGD : public Optimizer {
  public:
   SGD(TensorList params, SGDOptions options = {});
-  void step() override;
+  void update(const TensorList& grads) override;
   const SGDOptions& options() const { return options_; }
 
  private:

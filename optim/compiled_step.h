@@ -1,0 +1,31 @@
+// An optimizer step run as a compiled function: with the cudagraphs backend, one CUDA graph launch
+// updates every parameter in place.
+#pragma once
+
+#include <memory>
+
+#include "graphs/compile.h"
+#include "optim/optimizer.h"
+
+namespace tg::optim {
+
+// Compiles `optimizer.update(grads)` with the gradients as arguments; parameters and optimizer
+// state are captured tensors (static addresses). The first step runs eagerly so that the state
+// exists (and lives on the device) before it is traced; a learning-rate change re-traces.
+class CompiledStep {
+ public:
+  explicit CompiledStep(Optimizer& optimizer, CompileOptions options = {.backend = "cudagraphs"});
+  // One update from the parameters' current gradients (eager when some parameter has none).
+  void step();
+  // Counters of the compiled update (empty before the second step).
+  const graphs::CompileCounters& counters() const;
+
+ private:
+  Optimizer& optimizer_;
+  CompileOptions options_;
+  std::unique_ptr<graphs::CompiledFunction> compiled_;
+  double compiled_lr_ = -1.0;
+  bool warmed_up_ = false;
+};
+
+}  // namespace tg::optim
