@@ -20,7 +20,13 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITE
 echo "== ctest" | tee -a "$log"
 (cd build-gpu && ctest -j8 --timeout 900 --output-on-failure) >"$out/ctest.txt" 2>&1
 grep -E "tests passed|tests failed|The following tests|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|\(Subprocess" "$out/ctest.txt" | head -40
-if [ -f data/digits.csv.gz ]; then
+if [ -n "${TG_MEMCHECK:-}" ]; then
+  echo "== compute-sanitizer memcheck on the CUDA graph tests" | tee -a "$log"
+  for t in test_cudagraphs_seeds test_cudagraph_trees test_optim_compiled; do
+    compute-sanitizer --tool memcheck --error-exitcode 1 "build-gpu/tests/$t" 2>&1 | tail -4
+  done | tee "$out/memcheck.txt" | grep -E "ERROR SUMMARY|PASSED|FAILED"
+fi
+if [ -f data/digits.csv.gz ] && [ -z "${TG_SKIP_DIGITS:-}" ]; then
   echo "== train_digits --device cuda" | tee -a "$log"
   ./build-gpu/examples/train_digits --device cuda 2>&1 | tr '\r' '\n' | grep -v "^epoch" | tail -5 | tee -a "$log"
 fi
