@@ -44,6 +44,10 @@ struct Trainer {
     sgd = std::make_unique<tg::optim::SGD>(model->parameters(), tg::optim::SGDOptions{.lr = 1e-3});
     auto eager_loss = [m = model](const tg::Tensor& xs, const tg::Tensor& ys) { return tg::cross_entropy((*m)(xs), ys); };
     if (compiled) {
+      // The batch lives in fixed buffers (as in a hand-captured step, whose data loader refills
+      // them), so the graphs read it in place instead of copying it in.
+      tg::mark_static_address(x);
+      tg::mark_static_address(y);
       auto f = std::make_shared<tg::Compiled<decltype(eager_loss)>>(eager_loss, tg::CompileOptions{.backend = "cudagraphs"});
       loss = [f](const tg::Tensor& xs, const tg::Tensor& ys) { return (*f)(xs, ys); };
       compiled_step = std::make_unique<tg::optim::CompiledStep>(*sgd);

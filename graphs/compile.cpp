@@ -13,6 +13,7 @@
 #include "graphs/guards.h"
 #include "graphs/interpreter.h"
 #include "graphs/logs.h"
+#include "graphs/reinplace.h"
 #include "ops/copy.h"
 #include "ops/view.h"
 
@@ -27,7 +28,8 @@ struct CompiledEntry {
   std::unique_ptr<Executor> forward;
   std::unique_ptr<Executor> backward;
   bool cudagraphs = false;  // executors are CUDA graph executors
-  std::vector<bool> written_in_graph;  // per mutated input: the forward graph writes it back itself
+  std::vector<bool> written_in_graph;  // per mutated input: the forward graph writes it itself
+  Graph forward_graph;                 // the partition's forward graph as executed (reinplaced)
 };
 
 struct CompiledFunction::State {
@@ -63,10 +65,29 @@ std::optional<Device> cuda_device_of(const Graph& g) {
   return std::nullopt;
 }
 
-// Interpreters for aot_eager; CUDA graph executors for cudagraphs (interpreters where no CUDA work is).
+// The graph input value fed by primal p (-1 when p is not an input of g).
+ValueId input_value(const Graph& g, const PrimalRef& p) {
+  for (const GraphInput& in : g.inputs)
+    if (in.kind == p.kind && in.index == p.index) return in.value;
+  return -1;
+}
+
+// Interpreters for aot_eager; CUDA graph executors for cudagraphs (interpreters where no CUDA work
+// is). Writes into inputs run in place where unobservable (reinplace); for cudagraphs, remaining
+// writes into inputs with fixed addresses are written back inside the graph.
 void make_executors(CompiledFunction::State& s, CompiledEntry& entry, const TensorList& args) {
-  const Graph& fw = entry.partition.forward;
+  const JointGraph& joint = entry.joint;
+  entry.forward_graph = entry.partition.forward;
+  Graph& fw = entry.forward_graph;
   const Graph& bw = entry.partition.backward;
+  const size_t n_out = joint.num_user_outputs;
+  std::vector<ValueId> written, finals;
+  for (size_t m = 0; m < joint.mutated.size(); ++m) {
+    written.push_back(input_value(fw, joint.mutated[m]));
+    finals.push_back(fw.outputs[n_out + m]);
+  }
+  entry.written_in_graph = reinplace(fw, written, finals);
+
   std::optional<Device> device = cuda_device_of(fw);
   if (!device) device = cuda_device_of(bw);
   if (s.options.backend != "cudagraphs" || !device) {
@@ -78,28 +99,26 @@ void make_executors(CompiledFunction::State& s, CompiledEntry& entry, const Tens
   entry.cudagraphs = true;
   auto recorder = cuda_graph_recorder(*device);
   std::vector<bool> fw_static, bw_static;
-  for (const GraphInput& in : fw.inputs)
-    fw_static.push_back(in.kind == InputKind::Lifted ||
-                        (in.kind == InputKind::Argument && (is_static_address(args[static_cast<size_t>(in.index)]) ||
-                                                             args[static_cast<size_t>(in.index)].impl()->storage()->is_borrowed())));
+  for (const GraphInput& in : fw.inputs) {
+    const bool arg_static = in.kind == InputKind::Argument &&
+                            (is_static_address(args[static_cast<size_t>(in.index)]) ||
+                             args[static_cast<size_t>(in.index)].impl()->storage()->is_borrowed());
+    fw_static.push_back(in.kind == InputKind::Lifted || arg_static);
+  }
   for (const GraphInput& in : bw.inputs) bw_static.push_back(in.kind == InputKind::Saved);
-  // Inputs with fixed addresses receive their writes inside the graph (an optimizer step's
-  // parameter updates are then part of its CUDA graph); others get the epilogue copy.
-  Graph fw_graph = fw;
-  entry.written_in_graph.assign(entry.joint.mutated.size(), false);
-  const size_t n_out = entry.joint.num_user_outputs;
-  for (size_t m = 0; m < entry.joint.mutated.size(); ++m) {
-    const PrimalRef& p = entry.joint.mutated[m];
-    for (size_t i = 0; i < fw_graph.inputs.size(); ++i) {
-      const GraphInput& in = fw_graph.inputs[i];
-      if (in.kind != p.kind || in.index != p.index || !fw_static[i]) continue;
-      const ValueId done = fw_graph.add_value(fw_graph.values[static_cast<size_t>(in.value)].meta, "written_back");
-      fw_graph.add_node(std::make_shared<const WriteBackOp>(), {in.value, fw_graph.outputs[n_out + m]}, {done},
-                        Phase::Forward, -1);
+  // Inputs with fixed addresses receive their remaining writes inside the graph (an optimizer
+  // step's parameter updates are then part of its CUDA graph); others get the epilogue copy.
+  for (size_t m = 0; m < joint.mutated.size(); ++m) {
+    if (entry.written_in_graph[m]) continue;
+    for (size_t i = 0; i < fw.inputs.size(); ++i) {
+      const GraphInput& in = fw.inputs[i];
+      if (in.kind != joint.mutated[m].kind || in.index != joint.mutated[m].index || !fw_static[i]) continue;
+      const ValueId done = fw.add_value(fw.values[static_cast<size_t>(in.value)].meta, "written_back");
+      fw.add_node(std::make_shared<const WriteBackOp>(), {in.value, finals[m]}, {done}, Phase::Forward, -1);
       entry.written_in_graph[m] = true;
     }
   }
-  entry.forward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(fw_graph), std::move(fw_static), recorder, &s.counters,
+  entry.forward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(fw), std::move(fw_static), recorder, &s.counters,
                                                       "forward", /*starts_step=*/true, s.options.cudagraph_max_recordings);
   entry.backward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(bw), std::move(bw_static), recorder,
                                                        &s.counters, "backward", /*starts_step=*/false,
@@ -132,7 +151,7 @@ std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const Ten
   CompileCounters& c = s.counters;
   ++c.compilations;
   ++global_counters().compilations;
-  c.forward_ops = entry->partition.forward.op_counts();
+  c.forward_ops = entry->forward_graph.op_counts();
   c.backward_ops = entry->partition.backward.op_counts();
   c.saved_bytes = entry->partition.saved_bytes;
   c.recomputed_nodes = entry->partition.recomputed_nodes;
@@ -142,7 +161,7 @@ std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const Ten
   global_counters().recomputed_nodes = c.recomputed_nodes;
   if (log_enabled("graphs")) {
     log_line("graphs", "joint graph:\n" + entry->joint.graph.to_text());
-    log_line("graphs", "forward graph:\n" + entry->partition.forward.to_text());
+    log_line("graphs", "forward graph:\n" + entry->forward_graph.to_text());
     log_line("graphs", "backward graph:\n" + entry->partition.backward.to_text());
   }
   std::ostringstream os;
@@ -162,7 +181,7 @@ Tensor fresh_handle(const Tensor& t) {
 
 TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorList& args) {
   const JointGraph& joint = entry->joint;
-  const Graph& fw = entry->partition.forward;
+  const Graph& fw = entry->forward_graph;
   TensorList fw_inputs;
   fw_inputs.reserve(fw.inputs.size());
   for (const GraphInput& in : fw.inputs) fw_inputs.push_back(primal({in.kind, in.index}, args, joint));

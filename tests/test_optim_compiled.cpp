@@ -61,6 +61,23 @@ TEST(CompiledStep, CapturableAdamMatchesHostCountedAdam) {
   testing::expect_close(p2.detach(), p1.detach(), 1e-5, 1e-6);
 }
 
+TEST(CompiledStep, ParametersAreUpdatedInPlaceWithoutASecondBuffer) {
+  Tensor w = randn({8, 8}).requires_grad_(true), b = randn({8}).requires_grad_(true);
+  SGD sgd({w, b}, {.lr = 0.1});
+  CompiledStep step(sgd, {.backend = "aot_eager"});
+  const void* w_data = w.raw_data();
+  for (int i = 0; i < 3; ++i) {
+    w.set_grad(ones({8, 8}));
+    b.set_grad(ones({8}));
+    step.step();
+  }
+  EXPECT_EQ(w.raw_data(), w_data);
+  const auto& ops = step.counters().forward_ops;
+  EXPECT_EQ(ops.count("add"), 0u) << "functional copies of the parameters remain";
+  EXPECT_EQ(ops.at("add_"), 2);
+  EXPECT_EQ(ops.count("copy_back_"), 0u);
+}
+
 TEST(CompiledStep, LearningRateChangeRetraces) {
   Tensor p = randn({3}).requires_grad_(true);
   SGD sgd({p}, {.lr = 0.1});
