@@ -65,13 +65,6 @@ std::optional<Device> cuda_device_of(const Graph& g) {
   return std::nullopt;
 }
 
-// The graph input value fed by primal p (-1 when p is not an input of g).
-ValueId input_value(const Graph& g, const PrimalRef& p) {
-  for (const GraphInput& in : g.inputs)
-    if (in.kind == p.kind && in.index == p.index) return in.value;
-  return -1;
-}
-
 // Interpreters for aot_eager; CUDA graph executors for cudagraphs (interpreters where no CUDA work
 // is). Writes into inputs run in place where unobservable (reinplace); for cudagraphs, remaining
 // writes into inputs with fixed addresses are written back inside the graph.
@@ -81,16 +74,31 @@ void make_executors(CompiledFunction::State& s, CompiledEntry& entry, const Tens
   Graph& fw = entry.forward_graph;
   const Graph& bw = entry.partition.backward;
   const size_t n_out = joint.num_user_outputs;
+  std::optional<Device> device = cuda_device_of(fw);
+  if (!device) device = cuda_device_of(bw);
+  const bool cudagraphs = s.options.backend == "cudagraphs" && device.has_value();
+
+  // Which inputs the executor reads in place. CUDA graphs copy the others into their own buffers,
+  // so a write into those must still reach the caller through the epilogue.
+  std::vector<bool> fw_static;
+  for (const GraphInput& in : fw.inputs) {
+    const bool arg_static = in.kind == InputKind::Argument &&
+                            (is_static_address(args[static_cast<size_t>(in.index)]) ||
+                             args[static_cast<size_t>(in.index)].impl()->storage()->is_borrowed());
+    fw_static.push_back(!cudagraphs || in.kind == InputKind::Lifted || arg_static);
+  }
   std::vector<ValueId> written, finals;
   for (size_t m = 0; m < joint.mutated.size(); ++m) {
-    written.push_back(input_value(fw, joint.mutated[m]));
+    ValueId v = -1;
+    for (size_t i = 0; i < fw.inputs.size(); ++i)
+      if (fw.inputs[i].kind == joint.mutated[m].kind && fw.inputs[i].index == joint.mutated[m].index && fw_static[i])
+        v = fw.inputs[i].value;
+    written.push_back(v);
     finals.push_back(fw.outputs[n_out + m]);
   }
   entry.written_in_graph = reinplace(fw, written, finals);
 
-  std::optional<Device> device = cuda_device_of(fw);
-  if (!device) device = cuda_device_of(bw);
-  if (s.options.backend != "cudagraphs" || !device) {
+  if (!cudagraphs) {
     if (s.options.backend == "cudagraphs") log_line("cudagraphs", "no CUDA tensors in the graph: running it with the interpreter");
     entry.forward = std::make_unique<Interpreter>(fw);
     entry.backward = std::make_unique<Interpreter>(bw);
@@ -98,13 +106,7 @@ void make_executors(CompiledFunction::State& s, CompiledEntry& entry, const Tens
   }
   entry.cudagraphs = true;
   auto recorder = cuda_graph_recorder(*device);
-  std::vector<bool> fw_static, bw_static;
-  for (const GraphInput& in : fw.inputs) {
-    const bool arg_static = in.kind == InputKind::Argument &&
-                            (is_static_address(args[static_cast<size_t>(in.index)]) ||
-                             args[static_cast<size_t>(in.index)].impl()->storage()->is_borrowed());
-    fw_static.push_back(in.kind == InputKind::Lifted || arg_static);
-  }
+  std::vector<bool> bw_static;
   for (const GraphInput& in : bw.inputs) bw_static.push_back(in.kind == InputKind::Saved);
   // Inputs with fixed addresses receive their remaining writes inside the graph (an optimizer
   // step's parameter updates are then part of its CUDA graph); others get the epilogue copy.

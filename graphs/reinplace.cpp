@@ -37,7 +37,8 @@ std::vector<bool> reinplace(Graph& graph, const std::vector<ValueId>& inputs, co
 
   // The written input whose memory a value lives in.
   std::map<ValueId, ValueId> memory_of;
-  for (ValueId v : inputs) memory_of[v] = v;
+  for (ValueId v : inputs)
+    if (v >= 0) memory_of[v] = v;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     GraphNode& n = graph.nodes[i];
     const auto* fop = dynamic_cast<const FunctionalizedOp*>(n.op.get());
@@ -60,7 +61,7 @@ std::vector<bool> reinplace(Graph& graph, const std::vector<ValueId>& inputs, co
   std::vector<bool> in_place(finals.size(), false);
   for (size_t k = 0; k < finals.size(); ++k) {
     auto home = memory_of.find(finals[k]);
-    in_place[k] = home != memory_of.end() && k < inputs.size() && home->second == inputs[k];
+    in_place[k] = inputs[k] >= 0 && home != memory_of.end() && home->second == inputs[k];
   }
   return in_place;
 }

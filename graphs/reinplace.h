@@ -8,7 +8,8 @@
 
 namespace tg::graphs {
 
-// Rewrites, in order, each FunctionalizedOp node whose written value is graph input `inputs[k]` (or
+// Rewrites, in order, each FunctionalizedOp node whose written value is graph input `inputs[k]` (-1:
+// leave that input's writes functional) (or
 // the in-place result of an earlier rewritten write to it) and that no later node, and no graph
 // output, reads in its old state: the node runs the original in-place op on that memory instead.
 // Returns, per entry of `finals` (the final value of the k-th written input), whether that final
