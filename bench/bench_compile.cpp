@@ -7,30 +7,14 @@
 #include <memory>
 
 #include "graphs/compile.h"
-#include "nn/nn.h"
-#include "optim/optim.h"
+#include "bench/workloads.h"
 #include "tapegraph.h"
 
 namespace {
 
-// The mlp_small model, data and optimizer with a fixed seed.
-struct MlpSmall {
-  std::shared_ptr<tg::nn::Sequential> model = std::make_shared<tg::nn::Sequential>();
-  tg::Tensor x, y;
-  std::unique_ptr<tg::optim::SGD> sgd;
-
-  MlpSmall() {
-    tg::manual_seed(0);
-    const int64_t widths[] = {128, 256, 256, 10};
-    for (int i = 0; i < 3; ++i) {
-      model->push_back(std::make_shared<tg::nn::Linear>(widths[i], widths[i + 1]));
-      if (i < 2) model->push_back(std::make_shared<tg::nn::ReLU>());
-    }
-    x = tg::randn({64, 128});
-    y = tg::randint(0, 10, {64});
-    sgd = std::make_unique<tg::optim::SGD>(model->parameters(), tg::optim::SGDOptions{.lr = 1e-3});
-  }
-  tg::Tensor loss(const tg::Tensor& xs, const tg::Tensor& ys) { return tg::cross_entropy((*model)(xs), ys); }
+// mlp_small on the CPU.
+struct MlpSmall : bench::MlpSetup {
+  MlpSmall() : bench::MlpSetup(bench::kMlpSmall, tg::kCPU) {}
 };
 
 void BM_CompileLatency_MlpSmall(benchmark::State& state) {

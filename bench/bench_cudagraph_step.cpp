@@ -10,60 +10,44 @@
 #include <chrono>
 #include <memory>
 
+#include "bench/workloads.h"
 #include "tapegraph.h"
 #include "tensor/cuda_memory.h"
 #include "tensor/cuda_runtime.h"
 
 namespace {
 
-struct Workload {
-  int64_t batch;
-  std::vector<int64_t> widths;
-};
-const Workload kSmall{64, {128, 256, 256, 10}};
-const Workload kWide{256, {1024, 4096, 4096, 1024}};
+using bench::Workload;
 
-// Model, data, optimizer and (optionally) compiled forward and optimizer step of one workload.
+// A workload's training step, eager or with forward, backward and optimizer compiled (cudagraphs).
 struct Trainer {
-  std::shared_ptr<tg::nn::Sequential> model = std::make_shared<tg::nn::Sequential>();
-  tg::Tensor x, y;
-  std::unique_ptr<tg::optim::SGD> sgd;
+  bench::MlpSetup setup;
   std::unique_ptr<tg::optim::CompiledStep> compiled_step;
   std::function<tg::Tensor(const tg::Tensor&, const tg::Tensor&)> loss;
 
-  Trainer(const Workload& w, bool compiled) {
-    tg::manual_seed(0);
-    const tg::Device device = tg::cuda_device(0);
-    for (size_t i = 0; i + 1 < w.widths.size(); ++i) {
-      model->push_back(std::make_shared<tg::nn::Linear>(w.widths[i], w.widths[i + 1]));
-      if (i + 2 < w.widths.size()) model->push_back(std::make_shared<tg::nn::ReLU>());
-    }
-    model->to(device);
-    x = tg::randn({w.batch, w.widths.front()}, {.device = device});
-    y = tg::randint(0, w.widths.back(), {w.batch}, {.device = device});
-    sgd = std::make_unique<tg::optim::SGD>(model->parameters(), tg::optim::SGDOptions{.lr = 1e-3});
-    auto eager_loss = [m = model](const tg::Tensor& xs, const tg::Tensor& ys) { return tg::cross_entropy((*m)(xs), ys); };
-    if (compiled) {
-      // The batch lives in fixed buffers (as in a hand-captured step, whose data loader refills
-      // them), so the graphs read it in place instead of copying it in.
-      tg::mark_static_address(x);
-      tg::mark_static_address(y);
-      auto f = std::make_shared<tg::Compiled<decltype(eager_loss)>>(eager_loss, tg::CompileOptions{.backend = "cudagraphs"});
-      loss = [f](const tg::Tensor& xs, const tg::Tensor& ys) { return (*f)(xs, ys); };
-      compiled_step = std::make_unique<tg::optim::CompiledStep>(*sgd);
-    } else {
+  Trainer(const Workload& w, bool compiled) : setup(w, tg::cuda_device(0)) {
+    auto eager_loss = [s = &setup](const tg::Tensor& xs, const tg::Tensor& ys) { return s->loss(xs, ys); };
+    if (!compiled) {
       loss = eager_loss;
+      return;
     }
+    // The batch lives in fixed buffers (as in a hand-captured step, whose data loader refills
+    // them), so the graphs read it in place instead of copying it in.
+    tg::mark_static_address(setup.x);
+    tg::mark_static_address(setup.y);
+    auto f = std::make_shared<tg::Compiled<decltype(eager_loss)>>(eager_loss, tg::CompileOptions{.backend = "cudagraphs"});
+    loss = [f](const tg::Tensor& xs, const tg::Tensor& ys) { return (*f)(xs, ys); };
+    compiled_step = std::make_unique<tg::optim::CompiledStep>(*setup.sgd);
   }
 
   void step() {
-    tg::Tensor l = loss(x, y);
-    sgd->zero_grad();
+    tg::Tensor l = loss(setup.x, setup.y);
+    setup.sgd->zero_grad();
     l.backward();
     if (compiled_step) {
       compiled_step->step();
     } else {
-      sgd->step();
+      setup.sgd->step();
     }
   }
 };
@@ -89,8 +73,8 @@ void run(benchmark::State& state, const Workload& w, bool compiled) {
   state.SetLabel(compiled ? "cudagraphs: forward + backward + optimizer graphs" : "eager");
 }
 
-void BM_mlp_small_step(benchmark::State& state) { run(state, kSmall, state.range(0) != 0); }
-void BM_mlp_wide_step(benchmark::State& state) { run(state, kWide, state.range(0) != 0); }
+void BM_mlp_small_step(benchmark::State& state) { run(state, bench::kMlpSmall, state.range(0) != 0); }
+void BM_mlp_wide_step(benchmark::State& state) { run(state, bench::kMlpWide, state.range(0) != 0); }
 BENCHMARK(BM_mlp_small_step)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_mlp_wide_step)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
@@ -103,7 +87,7 @@ void BM_compile_latency_mlp_small_cudagraphs(benchmark::State& state) {
     return;
   }
   for (auto _ : state) {
-    Trainer t(kSmall, true);
+    Trainer t(bench::kMlpSmall, true);
     tg::cuda::synchronize();
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < 3; ++i) t.step();

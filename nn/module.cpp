@@ -1,6 +1,7 @@
 #include "nn/module.h"
 
 #include "autograd/grad_mode.h"
+#include "autograd/zero_grad.h"
 #include "tensor/check.h"
 
 namespace tg::nn {
@@ -125,19 +126,7 @@ void Module::to(Device device) {
   }
 }
 
-void Module::zero_grad(bool set_to_none) {
-  NoGradGuard no_grad;
-  for (Tensor& p : parameters()) {
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    if (set_to_none) {
-      p.set_grad(Tensor());
-    } else {
-      g.detach_();
-      g.zero_();
-    }
-  }
-}
+void Module::zero_grad(bool set_to_none) { tg::zero_grad(parameters(), set_to_none); }
 
 void Module::print(std::string& out, int indent) const {
   out += type_name() + "(" + extra_repr();

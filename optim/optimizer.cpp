@@ -1,6 +1,7 @@
 #include "optim/optimizer.h"
 
 #include "autograd/grad_mode.h"
+#include "autograd/zero_grad.h"
 #include "ops/factory.h"
 
 namespace tg::optim {
@@ -31,19 +32,7 @@ void Optimizer::set_lr(double lr) {
   lr_ = lr;
 }
 
-void Optimizer::zero_grad(bool set_to_none) {
-  NoGradGuard no_grad;
-  for (Tensor& p : params_) {
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    if (set_to_none) {
-      p.set_grad(Tensor());
-    } else {
-      g.detach_();
-      g.zero_();
-    }
-  }
-}
+void Optimizer::zero_grad(bool set_to_none) { tg::zero_grad(params_, set_to_none); }
 
 Tensor& Optimizer::state_like(Tensor& state, const Tensor& p) {
   if (!state.defined()) {
