@@ -4,7 +4,10 @@
 #ifdef TG_WITH_CUDA
 #include <cuda_runtime.h>
 
+#include "ops/copy.h"
 #include "ops/cuda/blas.h"
+#include "ops/factory.h"
+#include "ops/random.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda_memory.h"
 #include "tensor/cuda_runtime.h"
@@ -18,16 +21,34 @@ namespace {
 // An instantiated CUDA graph plus the private pool its memory lives in.
 class CudaRecordedGraph final : public RecordedGraph {
  public:
-  CudaRecordedGraph(cudaGraphExec_t exec, cuda::MempoolId pool) : exec_(exec), pool_(pool) {}
+  CudaRecordedGraph(cudaGraphExec_t exec, cuda::MempoolId pool, Tensor replay_shift, const CaptureRandomness& drawn)
+      : exec_(exec), pool_(pool), replay_shift_(std::move(replay_shift)), drawn_(drawn) {}
   ~CudaRecordedGraph() override {
     cudaGraphExecDestroy(exec_);
     cuda::release_mempool(pool_);
   }
-  void replay() override { TG_CUDA_CHECK(cudaGraphLaunch(exec_, cuda::current_stream())); }
+  void replay() override {
+    if (drawn_.any()) {
+      // Fresh counters for every random kernel of the graph: reserve as many blocks as the
+      // recording drew and shift all of its draws there.
+      const PhiloxState fresh = Generator::global().reserve(drawn_.end_offset - drawn_.min_offset);
+      replay_shift_.fill_(static_cast<int64_t>(fresh.offset - drawn_.min_offset));
+    }
+    TG_CUDA_CHECK(cudaGraphLaunch(exec_, cuda::current_stream()));
+  }
 
  private:
   cudaGraphExec_t exec_;
   cuda::MempoolId pool_;
+  Tensor replay_shift_;
+  CaptureRandomness drawn_;
+};
+
+// Installs a randomness context for its lifetime.
+class RandomnessScope {
+ public:
+  explicit RandomnessScope(CaptureRandomness* c) { set_capture_randomness(c); }
+  ~RandomnessScope() { set_capture_randomness(nullptr); }
 };
 
 // Makes `stream` current for its lifetime.
@@ -53,12 +74,16 @@ class CudaRecorder final : public GraphRecorder {
     // The side stream must see everything the caller queued before capture begins.
     TG_CUDA_CHECK(cudaStreamSynchronize(caller));
     (void)cuda::cublas_handle(device_.index);  // created, with its workspace, before capture begins
+    Tensor replay_shift = zeros({}, {.dtype = kInt64, .device = device_});
+    CaptureRandomness drawn;
+    drawn.device_shift = replay_shift.data_ptr<int64_t>();
     const cuda::MempoolId pool = cuda::create_mempool();
     TensorList outputs;
     cudaGraph_t graph = nullptr;
     {
       cuda::MempoolGuard route(pool, device_.index);
       StreamScope on_side(side_stream_);
+      RandomnessScope randomness(&drawn);
       // Relaxed: the private pool may need a fresh segment (cudaMalloc) while the capture is open.
     TG_CUDA_CHECK(cudaStreamBeginCapture(side_stream_, cudaStreamCaptureModeRelaxed));
       try {
@@ -75,7 +100,7 @@ class CudaRecorder final : public GraphRecorder {
     cudaGraphExec_t exec = nullptr;
     TG_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     TG_CUDA_CHECK(cudaGraphDestroy(graph));
-    return {std::make_unique<CudaRecordedGraph>(exec, pool), std::move(outputs)};
+    return {std::make_unique<CudaRecordedGraph>(exec, pool, std::move(replay_shift), drawn), std::move(outputs)};
   }
 
  private:

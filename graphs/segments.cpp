@@ -7,7 +7,8 @@ namespace tg::graphs {
 std::optional<std::string> capture_blocker(const Graph& graph, const GraphNode& node, DeviceType capture_on) {
   const std::string name(node.op->name());
   if (node.op->has(kHostSync)) return "incompatible op (" + name + ")";
-  if (node.op->has(kRandom)) return "random op (" + name + ")";
+  // CUDA graphs move random draws to fresh counters on every replay; other recorders cannot.
+  if (node.op->has(kRandom) && capture_on != DeviceType::CUDA) return "random op (" + name + ")";
   if (name == "stage_to_device") return std::string("host-to-device input staging");
   auto check = [&](ValueId v) -> std::optional<std::string> {
     if (v < 0) return std::nullopt;

@@ -24,4 +24,11 @@ PhiloxState Generator::reserve(uint64_t count) {
   return state;
 }
 
+namespace {
+thread_local CaptureRandomness* t_capture_randomness = nullptr;
+}  // namespace
+
+CaptureRandomness* current_capture_randomness() { return t_capture_randomness; }
+void set_capture_randomness(CaptureRandomness* context) { t_capture_randomness = context; }
+
 }  // namespace tg

@@ -31,4 +31,24 @@ class Generator {
   uint64_t offset_ = 0;
 };
 
+// Randomness inside a CUDA graph being recorded on this thread: random kernels add the int64 at
+// `device_shift` to their offsets, so each replay can move every draw to fresh counters by writing
+// one value, and they report the range of Philox blocks they drew.
+struct CaptureRandomness {
+  const int64_t* device_shift = nullptr;
+  uint64_t min_offset = UINT64_MAX;  // lowest block offset any recorded kernel drew
+  uint64_t end_offset = 0;           // one past the highest
+  // Notes a kernel drawing `blocks` blocks from `offset`.
+  void note(uint64_t offset, uint64_t blocks) {
+    if (offset < min_offset) min_offset = offset;
+    if (offset + blocks > end_offset) end_offset = offset + blocks;
+  }
+  bool any() const { return end_offset > 0; }
+};
+
+// The randomness context of the graph being recorded on this thread (null when none).
+CaptureRandomness* current_capture_randomness();
+// Installs (or, with null, clears) the context for this thread.
+void set_capture_randomness(CaptureRandomness* context);
+
 }  // namespace tg

@@ -92,6 +92,13 @@ TEST(CudagraphPlan, FactoryAndResizeAreCaptured) {
   EXPECT_EQ(p.forward.op_counts()["resize"], 1) << p.forward.to_text();
 }
 
+TEST(CudagraphPlan, RandomOpsAreCapturedOnCudaOnly) {
+  auto fn = [](const TensorList& xs) { return TensorList{xs[0] * rand_like(xs[0])}; };
+  Planned p = plan(fn, {fake_tensor({8}, kFloat32, kCuda)});
+  EXPECT_EQ(p.fw_plan.eager_nodes, 0) << p.forward.to_text();
+  EXPECT_TRUE(capture_blocker(p.forward, p.forward.nodes[0], DeviceType::CPU).has_value());
+}
+
 // ---- executor decision logic, run on the CPU --------------------------------------------------
 
 struct CpuExecutor {

@@ -123,6 +123,9 @@ TEST(CudagraphTrees, RandomNumbersAreFreshOnEveryCall) {
     if (previous.defined()) EXPECT_FALSE(equal(mask, previous));
     previous = mask;
   }
+  EXPECT_EQ(f.counters().eager_nodes, 0);  // rand is inside the graph, its counters moved per replay
+  EXPECT_EQ(f.counters().graphs_captured, 1);
+  EXPECT_GE(f.counters().replays, 2);
 }
 
 TEST(CudagraphTrees, MemoryStaysFlatAcrossIterations) {

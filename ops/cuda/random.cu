@@ -24,11 +24,13 @@ struct alignas(sizeof(T) * N) Pack {
 // threads then write neighbouring packs; on an H200 this beat amortizing the init over several
 // blocks per thread (whose strided stores cut write bandwidth to a third).
 template <typename T, typename Block>
-__global__ void philox_kernel(T* out, int64_t n, int64_t blocks, uint64_t seed, uint64_t offset, bool aligned,
-                              Block block) {
+__global__ void philox_kernel(T* out, int64_t n, int64_t blocks, uint64_t seed, uint64_t offset,
+                              const int64_t* replay_shift, bool aligned, Block block) {
   constexpr int per = Block::kPerBlock;
   const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (b >= blocks) return;
+  // Inside a replayed CUDA graph, every replay moves the draws to fresh counters.
+  if (replay_shift) offset += static_cast<uint64_t>(*replay_shift);
   curandStatePhilox4_32_10_t state;
   // Block b is the Philox output at counter offset + b: offset 4 * (offset + b) in 32-bit draws.
   curand_init(seed, 0, 4 * (offset + static_cast<uint64_t>(b)), &state);
@@ -52,8 +54,13 @@ void launch(void* out, int64_t n, PhiloxState state, Block block) {
   if (n == 0) return;
   const int64_t blocks = (n + Block::kPerBlock - 1) / Block::kPerBlock;
   const bool aligned = reinterpret_cast<uintptr_t>(out) % sizeof(Pack<T, Block::kPerBlock>) == 0;
+  const int64_t* replay_shift = nullptr;
+  if (CaptureRandomness* capture = current_capture_randomness()) {
+    replay_shift = capture->device_shift;
+    capture->note(state.offset, static_cast<uint64_t>(blocks));
+  }
   philox_kernel<T, Block><<<cuda::blocks_for(blocks, kThreads), kThreads, 0, cuda::current_stream()>>>(
-      static_cast<T*>(out), n, blocks, state.seed, state.offset, aligned, block);
+      static_cast<T*>(out), n, blocks, state.seed, state.offset, replay_shift, aligned, block);
   TG_CUDA_CHECK_LAUNCH();
 }
 
