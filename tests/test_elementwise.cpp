@@ -1,12 +1,13 @@
 // Elementwise ops: values against hand-computed references per dtype, broadcasting, strided
-// inputs, type promotion, in-place semantics, errors, gradients (first and second order), meta
-// tensors, and CPU-vs-CUDA agreement.
+// inputs, type promotion, in-place semantics, errors and meta tensors (gradients and CUDA
+// agreement are in test_elementwise_grad.cpp and test_elementwise_cuda.cpp).
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "ops/elementwise.h"
 #include "support/test_support.h"
+#include "support/values.h"
 
 namespace tg {
 namespace {
@@ -15,35 +16,14 @@ using testing::expect_close;
 using testing::expect_cuda_matches_cpu;
 using testing::expect_gradcheck;
 using testing::expect_gradgradcheck;
+using testing::expect_values;
+using testing::kAll;
+using testing::kNaN;
+using testing::kNumeric;
+using testing::make;
 using testing::random_tensor;
 using testing::TensorFn;
-
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// A tensor of the given dtype holding `v` (converted) with sizes `s` (1-D when omitted).
-Tensor make(std::vector<double> v, DType d = kFloat64, Shape s = {}) {
-  if (s.empty()) s = {static_cast<int64_t>(v.size())};
-  return from_vector(v, s).to(d);
-}
-
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
-
-void expect_values(const Tensor& t, const std::vector<double>& expected, double tol = 1e-6) {
-  const std::vector<double> got = vals(t);
-  ASSERT_EQ(got.size(), expected.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(expected[i])) {
-      EXPECT_TRUE(std::isnan(got[i])) << "element " << i << " is " << got[i] << ", expected nan";
-    } else if (std::isinf(expected[i])) {
-      EXPECT_EQ(got[i], expected[i]) << "element " << i;
-    } else {
-      EXPECT_NEAR(got[i], expected[i], tol * (1 + std::abs(expected[i]))) << "element " << i;
-    }
-  }
-}
-
-const std::vector<DType> kNumeric = {kInt32, kInt64, kFloat32, kFloat64};
-const std::vector<DType> kAll = {kBool, kInt32, kInt64, kFloat32, kFloat64};
+using testing::vals;
 
 // ---- binary values ---------------------------------------------------------------------------
 
@@ -461,292 +441,6 @@ TEST(ElementwiseMeta, OutputMetadataWithoutData) {
   EXPECT_EQ(t.version(), v0 + 1);
   EXPECT_THROW_MSG(t.mul_(b), "result type Float can't be cast to the desired output type Long");
   EXPECT_THROW_MSG(r.raw_data(), "meta");
-}
-
-// ---- gradients -------------------------------------------------------------------------------
-
-using L = const TensorList&;
-
-Tensor rnd(const Shape& s, double lo = -1, double hi = 1) { return random_tensor(s, kFloat64, true, lo, hi); }
-
-// Values in [0.2, 1) with alternating signs: away from the kinks of abs, relu, sgn, clamp.
-Tensor away_from_zero(const Shape& s) {
-  Tensor mag = random_tensor(s, kFloat64, false, 0.2, 1.0);
-  std::vector<double> signs(static_cast<size_t>(shape_numel(s)));
-  for (size_t i = 0; i < signs.size(); ++i) signs[i] = i % 2 ? -1.0 : 1.0;
-  Tensor r = mag * from_vector(signs, s);
-  r.requires_grad_(true);
-  return r;
-}
-
-TEST(ElementwiseGrad, BinaryOps) {
-  expect_gradcheck([](L x) { return x[0] + x[1]; }, {rnd({2, 3}), rnd({2, 3})});
-  expect_gradcheck([](L x) { return add(x[0], x[1], 2.5); }, {rnd({2, 3}), rnd({3})});
-  expect_gradcheck([](L x) { return sub(x[0], x[1], -1.5); }, {rnd({2, 1}), rnd({1, 3})});
-  expect_gradcheck([](L x) { return x[0] - x[1]; }, {rnd({3}), rnd({})});
-  expect_gradcheck([](L x) { return x[0] * x[1]; }, {rnd({2, 3}), rnd({2, 1})});
-  expect_gradcheck([](L x) { return x[0] / x[1]; }, {rnd({2, 3}), rnd({3}, 0.5, 1.5)});
-  expect_gradcheck([](L x) { return maximum(x[0], x[1]); }, {away_from_zero({2, 3}), rnd({3}, -0.1, 0.1)});
-  expect_gradcheck([](L x) { return minimum(x[0], x[1]); }, {away_from_zero({2, 3}), rnd({2, 1}, -0.1, 0.1)});
-}
-
-TEST(ElementwiseGrad, ScalarForms) {
-  expect_gradcheck([](L x) { return x[0] + 2.5; }, {rnd({3})});
-  expect_gradcheck([](L x) { return x[0] - 2; }, {rnd({3})});
-  expect_gradcheck([](L x) { return 3 - x[0]; }, {rnd({3})});
-  expect_gradcheck([](L x) { return x[0] * -1.5; }, {rnd({3})});
-  expect_gradcheck([](L x) { return x[0] / 4; }, {rnd({3})});
-  expect_gradcheck([](L x) { return 2 / x[0]; }, {rnd({3}, 0.5, 1.5)});
-  expect_gradcheck([](L x) { return -x[0]; }, {rnd({3})});
-}
-
-TEST(ElementwiseGrad, UnaryOps) {
-  expect_gradcheck([](L x) { return abs(x[0]); }, {away_from_zero({2, 3})});
-  expect_gradcheck([](L x) { return exp(x[0]); }, {rnd({2, 3})});
-  expect_gradcheck([](L x) { return log(x[0]); }, {rnd({2, 3}, 0.5, 2)});
-  expect_gradcheck([](L x) { return sin(x[0]); }, {rnd({2, 3})});
-  expect_gradcheck([](L x) { return cos(x[0]); }, {rnd({2, 3})});
-  expect_gradcheck([](L x) { return tanh(x[0]); }, {rnd({2, 3})});
-  expect_gradcheck([](L x) { return sigmoid(x[0]); }, {rnd({2, 3})});
-  expect_gradcheck([](L x) { return relu(x[0]); }, {away_from_zero({2, 3})});
-  expect_gradcheck([](L x) { return gelu(x[0]); }, {rnd({2, 3}, -3, 3)});
-  expect_gradcheck([](L x) { return gelu(x[0], "tanh"); }, {rnd({2, 3}, -3, 3)});
-  expect_gradcheck([](L x) { return sqrt(x[0]); }, {rnd({2, 3}, 0.5, 2)});
-  expect_gradcheck([](L x) { return rsqrt(x[0]); }, {rnd({2, 3}, 0.5, 2)});
-  expect_gradcheck([](L x) { return trunc(x[0]) + x[0]; }, {away_from_zero({4})});
-  expect_gradcheck([](L x) { return sgn(x[0]) * x[0]; }, {away_from_zero({4})});
-  for (double e : {2.0, 3.0, 0.5, -1.0, 2.5, -0.5}) {
-    SCOPED_TRACE(e);
-    expect_gradcheck([e](L x) { return pow(x[0], e); }, {rnd({2, 3}, 0.5, 2)});
-  }
-  expect_gradcheck([](L x) { return pow(x[0], 3); }, {rnd({2, 3})});  // integral exponent, negative bases
-  expect_gradcheck([](L x) { return clamp(x[0], -0.5, 0.5); }, {away_from_zero({3, 4})});
-  expect_gradcheck([](L x) { return clamp(x[0], -0.5, std::nullopt); }, {away_from_zero({3, 4})});
-  expect_gradcheck([](L x) { return clamp(x[0], std::nullopt, 0.1); }, {away_from_zero({3, 4})});
-}
-
-TEST(ElementwiseGrad, WhereAndStridedInputs) {
-  const Tensor c = make({1, 0, 0, 1, 1, 0}, kBool, {2, 3});
-  expect_gradcheck([c](L x) { return where(c, x[0], x[1]); }, {rnd({2, 3}), rnd({3})});
-  expect_gradcheck([](L x) { return x[0].t() * x[1]; }, {rnd({3, 2}), rnd({2, 3})});
-  expect_gradcheck([](L x) { return exp(x[0].slice(1, 0, 4, 2)) + x[1].expand({3, 2}); }, {rnd({3, 4}), rnd({1, 2})});
-}
-
-TEST(ElementwiseGrad, InPlaceOnNonLeaves) {
-  expect_gradcheck([](L x) { Tensor y = x[0] * 1.0; y.add_(x[1]); return y; }, {rnd({2, 3}), rnd({3})});
-  expect_gradcheck([](L x) { Tensor y = x[0] * 1.0; y.add_(x[1], -2); return y; }, {rnd({2, 3}), rnd({2, 3})});
-  expect_gradcheck([](L x) { Tensor y = x[0] * 1.0; y.sub_(x[1], 0.5); return y; }, {rnd({2, 3}), rnd({1, 3})});
-  expect_gradcheck([](L x) { Tensor y = x[0] * 1.0; y.mul_(x[1]); return y; }, {rnd({2, 3}), rnd({2, 3})});
-  expect_gradcheck([](L x) { Tensor y = x[0] * 1.0; y.div_(x[1]); return y; }, {rnd({2, 3}), rnd({3}, 0.5, 1.5)});
-  expect_gradcheck([](L x) { Tensor y = x[0] * 1.0; y.add_(2).mul_(3).sub_(1).div_(2); return y; }, {rnd({4})});
-  expect_gradcheck([](L x) { Tensor y = x[0] * 1.0; y.clamp_(-0.5, 0.5); return y * x[0]; }, {away_from_zero({6})});
-  expect_gradcheck([](L x) { Tensor y = x[0] * 3.0; y.trunc_(); return y + x[0]; }, {away_from_zero({5})});
-  expect_gradcheck([](L x) { Tensor y = x[0] * 1.0; y += x[1]; y *= x[1]; return y; }, {rnd({3}), rnd({3})});
-  // In place on a view of a non-leaf: the gradient reaches the base through CopySlices.
-  expect_gradcheck([](L x) { Tensor y = x[0] * 1.0; y.select(1, 1).mul_(x[1]); return y; }, {rnd({3, 2}), rnd({3})});
-  expect_gradcheck([](L x) { Tensor y = x[0] * 1.0; y.t().add_(x[1]); return y; }, {rnd({2, 3}), rnd({2})});
-}
-
-TEST(ElementwiseGradGrad, Mul) {
-  expect_gradgradcheck([](L x) { return x[0] * x[1]; }, {rnd({2, 3}), rnd({3})});
-}
-
-TEST(ElementwiseGradGrad, Div) {
-  expect_gradgradcheck([](L x) { return x[0] / x[1]; }, {rnd({2, 3}), rnd({2, 3}, 0.5, 1.5)});
-}
-
-TEST(ElementwiseGradGrad, Tanh) {
-  expect_gradgradcheck([](L x) { return tanh(x[0]); }, {rnd({2, 3})});
-}
-
-TEST(ElementwiseGradGrad, Sigmoid) {
-  expect_gradgradcheck([](L x) { return sigmoid(x[0]); }, {rnd({2, 3})});
-}
-
-TEST(ElementwiseGradGrad, Gelu) {
-  expect_gradgradcheck([](L x) { return gelu(x[0]); }, {rnd({2, 3}, -3, 3)});
-}
-
-TEST(ElementwiseGradGrad, GeluTanh) {
-  expect_gradgradcheck([](L x) { return gelu(x[0], "tanh"); }, {rnd({2, 3}, -3, 3)});
-}
-
-TEST(ElementwiseGradGrad, ExpRelu) {
-  expect_gradgradcheck([](L x) { return exp(x[0]) * relu(x[0]); }, {away_from_zero({2, 3})});
-}
-
-TEST(ElementwiseGradGrad, PowSqrtRsqrtLog) {
-  expect_gradgradcheck([](L x) { return pow(x[0], 2.5) + sqrt(x[0]) + rsqrt(x[0]) + log(x[0]); },
-                       {rnd({4}, 0.5, 2)});
-}
-
-TEST(ElementwiseGradGrad, SinCos) {
-  expect_gradgradcheck([](L x) { return sin(x[0]) * cos(x[1]); }, {rnd({3}), rnd({3})});
-}
-
-TEST(ElementwiseGradGrad, ScalarOverTensor) {
-  expect_gradgradcheck([](L x) { return 2 / x[0]; }, {rnd({3}, 0.5, 1.5)});
-}
-
-TEST(ElementwiseGrad, KinksFollowPyTorch) {
-  auto grad_at = [](const std::function<Tensor(const Tensor&)>& f, std::vector<double> v) {
-    Tensor x = make(v);
-    x.requires_grad_(true);
-    f(x).sum().backward();
-    return vals(x.grad());
-  };
-  EXPECT_EQ(grad_at([](const Tensor& x) { return relu(x); }, {-1, 0, 2}), (std::vector<double>{0, 0, 1}));
-  EXPECT_EQ(grad_at([](const Tensor& x) { return abs(x); }, {-1, 0, 2}), (std::vector<double>{-1, 0, 1}));
-  EXPECT_EQ(grad_at([](const Tensor& x) { return clamp(x, -1, 1); }, {-2, -1, 0, 1, 2}),
-            (std::vector<double>{0, 1, 1, 1, 0}));
-  EXPECT_EQ(grad_at([](const Tensor& x) { return pow(x, 0); }, {-1, 0, 2}), (std::vector<double>{0, 0, 0}));
-  EXPECT_EQ(grad_at([](const Tensor& x) { return sgn(x); }, {-1, 0, 2}), (std::vector<double>{0, 0, 0}));
-  EXPECT_EQ(grad_at([](const Tensor& x) { return trunc(x); }, {-1.5, 0, 2.5}), (std::vector<double>{0, 0, 0}));
-  EXPECT_EQ(grad_at([](const Tensor& x) { return maximum(x, make({1, 1, 1})); }, {0, 1, 2}),
-            (std::vector<double>{0, 0.5, 1}));
-  EXPECT_EQ(grad_at([](const Tensor& x) { return minimum(x, make({1, 1, 1})); }, {0, 1, 2}),
-            (std::vector<double>{1, 0.5, 0}));
-}
-
-TEST(ElementwiseGrad, IntegerInputsGetNoGradient) {
-  Tensor x = rnd({3});
-  const Tensor i = make({1, 2, 3}, kInt64);
-  Tensor y = x * i;
-  EXPECT_EQ(y.dtype(), kFloat64);
-  EXPECT_TRUE(y.requires_grad());
-  y.sum().backward();
-  expect_values(x.grad(), {1, 2, 3});
-  EXPECT_FALSE(lt(x, 0).requires_grad());
-  EXPECT_FALSE((i + 1).requires_grad());
-  // A float32 operand of a float64 result gets a float32 gradient.
-  Tensor f = random_tensor({3}, kFloat32, true);
-  (f * rnd({3})).sum().backward();
-  EXPECT_EQ(f.grad().dtype(), kFloat32);
-}
-
-TEST(ElementwiseGrad, LeafInPlaceIsRejected) {
-  Tensor x = rnd({3});
-  EXPECT_THROW_MSG(x.add_(1), "a leaf Variable that requires grad is being used in an in-place operation");
-  {
-    NoGradGuard no_grad;
-    x.add_(1);  // allowed without recording
-  }
-}
-
-// ---- CUDA ------------------------------------------------------------------------------------
-
-TEST(ElementwiseCuda, EveryOpMatchesCpu) {
-  TG_REQUIRE_CUDA();
-  const Tensor a = random_tensor({33, 65}, kFloat32, false, -2, 2);
-  const Tensor b = random_tensor({65}, kFloat32, false, -2, 2);
-  const Tensor p = random_tensor({33, 65}, kFloat32, false, 0.5, 2);
-  // Each op also runs on a transposed first operand (the transfer to CUDA makes inputs contiguous,
-  // so the op itself must see the transposed view).
-  auto on_transposed = [](TensorFn fn) { return [fn](L x) { return fn({x[0].t(), x[1]}); }; };
-  auto check1 = [&](TensorFn fn, const Tensor& x) {
-    expect_cuda_matches_cpu(fn, {x}, 1e-5, 1e-5);
-    const Tensor xt = x.t().contiguous();
-    expect_cuda_matches_cpu([fn](L y) { return fn({y[0].t()}); }, {xt}, 1e-5, 1e-5);
-  };
-  auto check2 = [&](TensorFn fn) {
-    expect_cuda_matches_cpu(fn, {a, b}, 1e-5, 1e-5);
-    expect_cuda_matches_cpu(on_transposed(fn), {a.t().contiguous(), b}, 1e-5, 1e-5);
-  };
-  check2([](L x) { return x[0] + x[1]; });
-  check2([](L x) { return add(x[0], x[1], 0.5); });
-  check2([](L x) { return x[0] - x[1]; });
-  check2([](L x) { return x[0] * x[1]; });
-  check2([](L x) { return x[0] / x[1]; });
-  check2([](L x) { return maximum(x[0], x[1]); });
-  check2([](L x) { return minimum(x[0], x[1]); });
-  check2([](L x) { return x[0] + 2; });
-  check2([](L x) { return 2 - x[0]; });
-  check2([](L x) { return 2 / x[1]; });
-  check2([](L x) { return x[0] * 0.5; });
-  for (auto fn : std::vector<TensorFn>{
-           [](L x) { return neg(x[0]); }, [](L x) { return abs(x[0]); }, [](L x) { return sgn(x[0]); },
-           [](L x) { return exp(x[0]); }, [](L x) { return sin(x[0]); }, [](L x) { return cos(x[0]); },
-           [](L x) { return tanh(x[0]); }, [](L x) { return sigmoid(x[0]); }, [](L x) { return relu(x[0]); },
-           [](L x) { return gelu(x[0]); }, [](L x) { return gelu(x[0], "tanh"); }, [](L x) { return trunc(x[0]); },
-           [](L x) { return pow(x[0], 2); }, [](L x) { return pow(x[0], 3); }, [](L x) { return clamp(x[0], -1, 1); },
-           [](L x) { return clamp(x[0], std::nullopt, 0.25); }}) {
-    check1(fn, a);
-  }
-  for (auto fn : std::vector<TensorFn>{[](L x) { return log(x[0]); }, [](L x) { return sqrt(x[0]); },
-                                       [](L x) { return rsqrt(x[0]); }, [](L x) { return pow(x[0], 0.5); },
-                                       [](L x) { return pow(x[0], 2.5); }}) {
-    check1(fn, p);
-  }
-  for (auto fn : std::vector<TensorFn>{[](L x) { return eq(x[0], x[1]); }, [](L x) { return ne(x[0], x[1]); },
-                                       [](L x) { return lt(x[0], x[1]); }, [](L x) { return le(x[0], x[1]); },
-                                       [](L x) { return gt(x[0], x[1]); }, [](L x) { return ge(x[0], x[1]); },
-                                       [](L x) { return gt(x[0], 0.5); },
-                                       [](L x) { return where(gt(x[0], x[1]), x[0], x[1]); }}) {
-    check2(fn);
-  }
-}
-
-TEST(ElementwiseCuda, DtypesAndPromotionMatchCpu) {
-  TG_REQUIRE_CUDA();
-  for (DType da : kAll) {
-    for (DType db : kAll) {
-      SCOPED_TRACE(std::string(dtype_name(da)) + " with " + std::string(dtype_name(db)));
-      const Tensor a = random_tensor({5, 7}, kFloat64, false, -5, 5).to(da);
-      const Tensor b = random_tensor({7}, kFloat64, false, 1, 5).to(db);
-      expect_cuda_matches_cpu([](L x) { return x[0] * x[1]; }, {a, b});
-      expect_cuda_matches_cpu([](L x) { return x[0] / x[1]; }, {a, b});
-      expect_cuda_matches_cpu([](L x) { return maximum(x[0], x[1]); }, {a, b});
-      expect_cuda_matches_cpu([](L x) { return le(x[0], x[1]); }, {a, b});
-      if (da != kBool || db != kBool) expect_cuda_matches_cpu([](L x) { return x[0] - x[1]; }, {a, b});
-    }
-  }
-  const Tensor i = random_tensor({100}, kFloat64, false, -50, 50).to(kInt64);
-  expect_cuda_matches_cpu([](L x) { return pow(x[0], 3); }, {i});
-  expect_cuda_matches_cpu([](L x) { return exp(x[0] / 25); }, {i});
-  expect_cuda_matches_cpu([](L x) { return clamp(x[0], -3, 7); }, {i});
-  expect_cuda_matches_cpu([](L x) { return abs(x[0]) + relu(x[0]) - neg(x[0]); }, {i});
-}
-
-TEST(ElementwiseCuda, NonContiguousAndHostScalarOperands) {
-  TG_REQUIRE_CUDA();
-  const Tensor m = random_tensor({40, 30}, kFloat32, false, -2, 2);
-  expect_cuda_matches_cpu([](L x) { return x[0].t() + x[0].t().contiguous(); }, {m});
-  expect_cuda_matches_cpu([](L x) { return exp(x[0].slice(1, 1, 30, 3)); }, {m});
-  expect_cuda_matches_cpu([](L x) { return x[0].slice(0, 0, 40, 2) * x[0].select(0, 3); }, {m});
-  expect_cuda_matches_cpu([](L x) { return gt(x[0].t().slice(0, 1, 30, 2), 0); }, {m});
-  expect_cuda_matches_cpu([](L x) { return x[0].slice(1, 1, 30) + 1; }, {m});  // misaligned start
-  expect_cuda_matches_cpu([](L x) { return x[0].t().to(kFloat64) - x[0].to(kInt32).t(); }, {m});
-  // A 0-dim CPU tensor as an operand of a CUDA op, on either side and in place.
-  const Tensor s = scalar_tensor(1.5, {.dtype = kFloat64});
-  Tensor g = m.cuda();
-  expect_close(g * s, m * s);
-  expect_close(s - g, s - m);
-  expect_close(where(gt(g, 0), g, s), where(gt(m, 0), m, s));
-  expect_close(tanh_backward(g, s), tanh_backward(m, s));
-  Tensor h = g.clone();
-  h.add_(s);
-  expect_close(h, m + 1.5);
-  EXPECT_THROW_MSG(g + make({1, 2}), "expected all tensors to be on the same device, but found at least two devices");
-  EXPECT_THROW_MSG(make({1, 2}).add_(g.slice(0, 0, 2).select(1, 0)), "expected all tensors to be on the same device");
-  // Large enough for every path: vectorized with a tail, and strided.
-  const Tensor big = random_tensor({1000003}, kFloat32);
-  expect_cuda_matches_cpu([](L x) { return x[0] * x[0] + 1; }, {big});
-  expect_cuda_matches_cpu([](L x) { return x[0].slice(0, 1, 1000003, 7) * 2; }, {big});
-}
-
-TEST(ElementwiseCuda, GradientsMatchCpu) {
-  TG_REQUIRE_CUDA();
-  const Tensor a = random_tensor({6, 5}, kFloat64, false, 0.5, 2);
-  const Tensor b = random_tensor({5}, kFloat64, false, 0.5, 2);
-  auto grads = [](L x) {
-    TensorList leaves;
-    for (const Tensor& t : x) leaves.push_back(t.detach().requires_grad_(true));
-    Tensor y = tanh(leaves[0]) * sigmoid(leaves[1]) + gelu(leaves[0]) / leaves[1] + relu(leaves[0] - 1) +
-               maximum(leaves[0], leaves[1]) + pow(leaves[0], 2.5) + clamp(leaves[0], 0.7, 1.5);
-    TensorList g = grad({y.sum()}, leaves);
-    return g[0] * 2 + g[1].sum();
-  };
-  expect_cuda_matches_cpu(grads, {a, b}, 1e-9, 1e-9);
 }
 
 }  // namespace
