@@ -37,7 +37,7 @@ Tensor tensor(std::initializer_list<T> values, TensorOptions options = {}) {
 Tensor scalar_tensor(Scalar value, TensorOptions options);
 Tensor scalar_tensor(Scalar value);
 
-// The `_like` forms take sizes, dtype and device from `t` (options override dtype/device when given).
+// The `_like` forms take sizes, dtype and device from `t`.
 Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);

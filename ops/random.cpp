@@ -16,6 +16,12 @@ Generator& Generator::global() {
   return g;
 }
 
+void Generator::set_seed(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(generator_mutex());
+  seed_ = seed;
+  offset_ = 0;
+}
+
 PhiloxState Generator::reserve(uint64_t count) {
   // Ops may be created from several threads; each must get a disjoint range of blocks.
   std::lock_guard<std::mutex> lock(generator_mutex());

@@ -17,10 +17,8 @@ struct PhiloxState {
 class Generator {
  public:
   static Generator& global();
-  void set_seed(uint64_t seed) {
-    seed_ = seed;
-    offset_ = 0;
-  }
+  // Restarts the stream from offset 0 under a new seed.
+  void set_seed(uint64_t seed);
   // Reserves `count` 128-bit blocks and returns the state to draw them from.
   PhiloxState reserve(uint64_t count);
   uint64_t seed() const { return seed_; }
