@@ -12,17 +12,11 @@
 namespace tg {
 namespace {
 
-using testing::expect_close;
-using testing::expect_cuda_matches_cpu;
-using testing::expect_gradcheck;
-using testing::expect_gradgradcheck;
 using testing::expect_values;
 using testing::kAll;
 using testing::kNaN;
 using testing::kNumeric;
 using testing::make;
-using testing::random_tensor;
-using testing::TensorFn;
 using testing::vals;
 
 // ---- binary values ---------------------------------------------------------------------------

@@ -13,16 +13,10 @@ namespace {
 
 using testing::expect_close;
 using testing::expect_cuda_matches_cpu;
-using testing::expect_gradcheck;
-using testing::expect_gradgradcheck;
-using testing::expect_values;
 using testing::kAll;
-using testing::kNaN;
-using testing::kNumeric;
 using testing::make;
 using testing::random_tensor;
 using testing::TensorFn;
-using testing::vals;
 
 using L = const TensorList&;
 // ---- CUDA ------------------------------------------------------------------------------------
