@@ -5,24 +5,14 @@
 
 #include <optional>
 
+#include "bench/devices.h"
 #include "tapegraph.h"
 #include "tensor/cuda_runtime.h"
 
 namespace {
 
-// The device for this run, or nullopt after marking the run skipped.
-std::optional<tg::Device> device_or_skip(benchmark::State& state, bool cuda) {
-  if (!cuda) return tg::kCPU;
-  if (!tg::cuda_is_available()) {
-    state.SkipWithError("no CUDA device");
-    return std::nullopt;
-  }
-  return tg::cuda_device(0);
-}
-
-void sync(tg::Device d) {
-  if (d.is_cuda()) tg::cuda::synchronize(d.index);
-}
+using bench::device_or_skip;
+using bench::sync;
 
 void BM_add_tiny(benchmark::State& state, bool cuda) {
   const auto dev = device_or_skip(state, cuda);

@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "bench/devices.h"
 #include "tapegraph.h"
 #include "tensor/cuda_runtime.h"
 
@@ -11,19 +12,8 @@ namespace {
 
 constexpr int64_t kN = int64_t{64} << 20;
 
-// The device for this run, or nullopt after marking the run skipped.
-std::optional<tg::Device> device_or_skip(benchmark::State& state, bool cuda) {
-  if (!cuda) return tg::kCPU;
-  if (!tg::cuda_is_available()) {
-    state.SkipWithError("no CUDA device");
-    return std::nullopt;
-  }
-  return tg::cuda_device(0);
-}
-
-void sync(tg::Device d) {
-  if (d.is_cuda()) tg::cuda::synchronize(d.index);
-}
+using bench::device_or_skip;
+using bench::sync;
 
 void set_bandwidth(benchmark::State& state) {
   const double bytes = 3.0 * 4.0 * static_cast<double>(kN) * static_cast<double>(state.iterations());

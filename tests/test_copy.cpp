@@ -4,24 +4,19 @@
 #include <vector>
 
 #include "support/test_support.h"
+#include "support/values.h"
 
 namespace tg {
 namespace {
 
+using testing::kAll;
+using testing::make;
+using testing::vals;
 using testing::expect_close;
 using testing::expect_cuda_matches_cpu;
 using testing::expect_gradcheck;
 using testing::random_tensor;
 using L = const TensorList&;
-
-Tensor make(std::vector<double> v, DType d = kFloat64, Shape s = {}) {
-  if (s.empty()) s = {static_cast<int64_t>(v.size())};
-  return from_vector(v, s).to(d);
-}
-
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
-
-const std::vector<DType> kAll = {kBool, kInt32, kInt64, kFloat32, kFloat64};
 
 TEST(Copy, ConvertsBetweenEveryDtypePair) {
   const std::vector<double> src_vals = {-2.75, -1, 0, 0.5, 3.25};

@@ -7,37 +7,21 @@
 #include <vector>
 
 #include "support/test_support.h"
+#include "support/values.h"
 
 namespace tg {
 namespace {
 
+using testing::make;
+using testing::expect_values;
+using testing::kNaN;
 using testing::expect_close;
 using testing::expect_cuda_matches_cpu;
 using testing::expect_gradcheck;
 using testing::expect_gradgradcheck;
 using testing::random_tensor;
 
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
 const double kInf = std::numeric_limits<double>::infinity();
-
-Tensor make(std::vector<double> v, DType d = kFloat64, Shape s = {}) {
-  if (s.empty()) s = {static_cast<int64_t>(v.size())};
-  return from_vector(v, s).to(d);
-}
-
-void expect_values(const Tensor& t, const std::vector<double>& expected, double tol = 1e-6) {
-  const std::vector<double> got = t.to_vector<double>();
-  ASSERT_EQ(got.size(), expected.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(expected[i])) {
-      EXPECT_TRUE(std::isnan(got[i])) << "element " << i << " is " << got[i] << ", expected nan";
-    } else if (std::isinf(expected[i])) {
-      EXPECT_EQ(got[i], expected[i]) << "element " << i;
-    } else {
-      EXPECT_NEAR(got[i], expected[i], tol * (1 + std::abs(expected[i]))) << "element " << i;
-    }
-  }
-}
 
 // ---- a host reference --------------------------------------------------------------------------
 
