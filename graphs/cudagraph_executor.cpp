@@ -244,9 +244,8 @@ void CudaGraphExecutor::replay(Instance& inst, const Segment& seg, std::vector<T
     if (t.defined() && !t.is_same(inst.input_buffers[i])) inst.input_buffers[i].copy_(t);
   }
   // Whatever callers still hold from an earlier step is about to be overwritten.
-  const std::string message = stale_message(label_);
   for (const auto& w : inst.handed_out)
-    if (auto alive = w.lock()) alive->invalidate(message);
+    if (auto alive = w.lock()) alive->invalidate(stale_message(label_));
   inst.handed_out.clear();
   inst.graph->replay();
   count(&CompileCounters::replays);

@@ -78,7 +78,7 @@ JointGraph trace_joint(const GraphFn& fn, const TensorList& args) {
       const Tensor& proxy = proxy_of(p, proxies, tracer);
       if (!tracer.was_mutated(proxy)) return;
       joint.mutated.push_back(p);
-      g.outputs.push_back(tracer.final_value_of(proxy));
+      g.outputs.push_back(tracer.value_of(proxy));  // its final contents
     };
     for (size_t i = 0; i < proxies.size(); ++i)
       if (joint.duplicate_of[i] < 0) note_mutation({InputKind::Argument, static_cast<int32_t>(i)});

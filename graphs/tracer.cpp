@@ -118,8 +118,6 @@ bool Tracer::was_mutated(const Tensor& proxy) const {
   return st != storages_.end() && st->second.mutated;
 }
 
-ValueId Tracer::final_value_of(const Tensor& proxy) { return value_of(proxy); }
-
 void Tracer::before_op(const OpPtr&, TensorList& inputs) {
   for (Tensor& t : inputs) {
     if (!t.defined() || t.impl()->storage()->is_fake() || is_constant(t)) continue;

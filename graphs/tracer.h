@@ -38,8 +38,6 @@ class Tracer final : public OpObserver {
   const Edge& input_edge(const Tensor& proxy) const;
   // True when some op wrote into the storage of `proxy` (an input stand-in).
   bool was_mutated(const Tensor& proxy) const;
-  // The value holding the final contents of proxy's storage, laid out like proxy.
-  ValueId final_value_of(const Tensor& proxy);
 
   void before_op(const OpPtr& op, TensorList& inputs) override;
   bool wants_fake_outputs(const OpPtr& op, const TensorList& inputs) override;
