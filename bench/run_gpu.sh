@@ -22,7 +22,7 @@ echo "== ctest" | tee -a "$log"
 grep -E "tests passed|tests failed|The following tests|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|\(Subprocess" "$out/ctest.txt" | head -40
 if [ -n "${TG_MEMCHECK:-}" ]; then
   echo "== compute-sanitizer memcheck on the CUDA graph tests" | tee -a "$log"
-  for t in test_cudagraphs_seeds test_cudagraph_trees test_optim_compiled; do
+  for t in test_cudagraphs_seeds test_cudagraph_trees test_cudagraph_pool test_optim_compiled; do
     compute-sanitizer --tool memcheck --error-exitcode 1 "build-gpu/tests/$t" 2>&1 | tail -4
   done | tee "$out/memcheck.txt" | grep -E "ERROR SUMMARY|PASSED|FAILED"
 fi

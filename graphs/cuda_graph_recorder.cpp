@@ -4,6 +4,8 @@
 #ifdef TG_WITH_CUDA
 #include <cuda_runtime.h>
 
+#include <mutex>
+
 #include "ops/copy.h"
 #include "ops/cuda/blas.h"
 #include "ops/factory.h"
@@ -18,15 +20,15 @@ namespace tg::graphs {
 #ifdef TG_WITH_CUDA
 namespace {
 
-// An instantiated CUDA graph plus the private pool its memory lives in.
+// An instantiated CUDA graph, the pool memory it writes, and its randomness.
 class CudaRecordedGraph final : public RecordedGraph {
  public:
-  CudaRecordedGraph(cudaGraphExec_t exec, cuda::MempoolId pool, Tensor replay_shift, const CaptureRandomness& drawn)
-      : exec_(exec), pool_(pool), replay_shift_(std::move(replay_shift)), drawn_(drawn) {}
-  ~CudaRecordedGraph() override {
-    cudaGraphExecDestroy(exec_);
-    cuda::release_mempool(pool_);
+  CudaRecordedGraph(cudaGraphExec_t exec, std::vector<MemoryRange> written, Tensor replay_shift,
+                    const CaptureRandomness& drawn)
+      : exec_(exec), replay_shift_(std::move(replay_shift)), drawn_(drawn) {
+    written_ = std::move(written);
   }
+  ~CudaRecordedGraph() override { cudaGraphExecDestroy(exec_); }
   void replay() override {
     if (drawn_.any()) {
       // Fresh counters for every random kernel of the graph: reserve as many blocks as the
@@ -39,7 +41,6 @@ class CudaRecordedGraph final : public RecordedGraph {
 
  private:
   cudaGraphExec_t exec_;
-  cuda::MempoolId pool_;
   Tensor replay_shift_;
   CaptureRandomness drawn_;
 };
@@ -63,11 +64,24 @@ class StreamScope {
 
 class CudaRecorder final : public GraphRecorder {
  public:
-  explicit CudaRecorder(Device device) : device_(device) {
+  explicit CudaRecorder(Device device) : device_(device), pool_(cuda::create_mempool()) {
     cuda::set_device(device.index);
     TG_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
   }
   ~CudaRecorder() override { cudaStreamDestroy(side_stream_); }
+
+  cuda::MempoolId pool() const { return pool_; }
+
+  std::shared_ptr<void> reclaim(const MemoryRange& range) override {
+    return cuda::mempool_claim(pool_, reinterpret_cast<void*>(range.begin), range.end - range.begin, device_.index);
+  }
+
+  bool in_use(const std::vector<MemoryRange>& ranges) override {
+    for (const MemoryRange& r : ranges)
+      if (cuda::mempool_range_in_use(pool_, reinterpret_cast<const void*>(r.begin), r.end - r.begin, device_.index))
+        return true;
+    return false;
+  }
 
   std::pair<std::unique_ptr<RecordedGraph>, TensorList> record(const std::function<TensorList()>& body) override {
     cudaStream_t caller = cuda::current_stream();
@@ -77,51 +91,65 @@ class CudaRecorder final : public GraphRecorder {
     Tensor replay_shift = zeros({}, {.dtype = kInt64, .device = device_});
     CaptureRandomness drawn;
     drawn.device_shift = replay_shift.data_ptr<int64_t>();
-    const cuda::MempoolId pool = cuda::create_mempool();
     TensorList outputs;
     cudaGraph_t graph = nullptr;
+    std::vector<MemoryRange> written;
     {
-      cuda::MempoolGuard route(pool, device_.index);
+      cuda::MempoolGuard route(pool_, device_.index);
       StreamScope on_side(side_stream_);
       RandomnessScope randomness(&drawn);
+      cuda::AllocationLog allocations;
       // Relaxed: the private pool may need a fresh segment (cudaMalloc) while the capture is open.
-    TG_CUDA_CHECK(cudaStreamBeginCapture(side_stream_, cudaStreamCaptureModeRelaxed));
+      TG_CUDA_CHECK(cudaStreamBeginCapture(side_stream_, cudaStreamCaptureModeRelaxed));
       try {
         outputs = body();
       } catch (...) {
         cudaGraph_t broken = nullptr;
         cudaStreamEndCapture(side_stream_, &broken);
         if (broken) cudaGraphDestroy(broken);
-        cuda::release_mempool(pool);
         throw;
       }
       TG_CUDA_CHECK(cudaStreamEndCapture(side_stream_, &graph));
+      for (const cuda::AllocationRecord& a : allocations.records()) written.push_back(MemoryRange::of(a.ptr, a.nbytes));
     }
     cudaGraphExec_t exec = nullptr;
     TG_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     TG_CUDA_CHECK(cudaGraphDestroy(graph));
-    return {std::make_unique<CudaRecordedGraph>(exec, pool, std::move(replay_shift), drawn), std::move(outputs)};
+    return {std::make_unique<CudaRecordedGraph>(exec, merge_ranges(std::move(written)), std::move(replay_shift), drawn),
+            std::move(outputs)};
   }
 
  private:
   Device device_;
+  cuda::MempoolId pool_;
   cudaStream_t side_stream_ = nullptr;
 };
 
-}  // namespace
-
-std::shared_ptr<GraphRecorder> cuda_graph_recorder(Device device) {
-  static std::shared_ptr<GraphRecorder> recorders[64];
+// The recorder of `device`, made on first use (one per device, so one pool per device).
+std::shared_ptr<CudaRecorder> recorder_of(Device device) {
+  static std::mutex mutex;
+  static std::shared_ptr<CudaRecorder> recorders[64];
   TG_CHECK(device.is_cuda() && device.index >= 0 && device.index < 64, "[cudagraphs] expected a CUDA device, got ",
            device.str());
+  std::lock_guard<std::mutex> lock(mutex);
   auto& r = recorders[device.index];
   if (!r) r = std::make_shared<CudaRecorder>(device);
   return r;
 }
 
+}  // namespace
+
+std::shared_ptr<GraphRecorder> cuda_graph_recorder(Device device) { return recorder_of(device); }
+
+cuda::MempoolId cudagraph_mempool(Device device) { return recorder_of(device)->pool(); }
+
 #else
 
 std::shared_ptr<GraphRecorder> cuda_graph_recorder(Device device) {
+  TG_FAIL("[cudagraphs] CUDA graphs on ", device.str(), " need the CUDA backend, but tapegraph was built without it");
+}
+
+cuda::MempoolId cudagraph_mempool(Device device) {
   TG_FAIL("[cudagraphs] CUDA graphs on ", device.str(), " need the CUDA backend, but tapegraph was built without it");
 }
 

@@ -8,21 +8,32 @@
 #include "autograd/grad_mode.h"
 #include "graphs/cudagraph_step.h"
 #include "graphs/logs.h"
+#include "graphs/output_buffers.h"
 #include "ops/copy.h"
 #include "ops/dispatch.h"
 #include "ops/factory.h"
 
 namespace tg::graphs {
 
-// One recording of a segment: its graph, the buffers it reads and the tensors it writes.
+// Where one segment output of an instance lives: in one of the instance's output buffers, or in a
+// tensor the instance does not own (a static input passed through).
+struct CudaGraphExecutor::OutputSlot {
+  int buffer = -1;     // index into Instance::buffers, or -1
+  Tensor passthrough;  // the tensor itself when buffer is -1
+  Shape sizes, strides;
+  int64_t offset = 0;
+  DType dtype = kFloat32;
+};
+
+// One recording of a segment: its graph, the buffers it reads and the memory it writes.
 struct CudaGraphExecutor::Instance {
   std::unique_ptr<RecordedGraph> graph;
   TensorList input_buffers;                   // per segment input: the static tensor, or a copy buffer
   std::vector<const void*> static_addresses;  // per segment input: recorded address (nullptr: copied)
-  TensorList outputs;                         // per segment output, as produced by the recording
-  std::set<const StorageImpl*> owned;         // storages of outputs that belong to this instance
-  std::vector<std::weak_ptr<StorageImpl>> handed_out;  // aliases given to callers at the last replay
-  uint64_t step = 0;                          // step of the last replay
+  std::vector<OutputSlot> outputs;            // per segment output
+  std::vector<std::shared_ptr<OutputBuffer>> buffers;  // the memory of the outputs
+  std::vector<std::shared_ptr<void>> recorded_memory;  // the recording's own output storages, until the first replay
+  std::vector<MemoryRange> scratch;           // pool memory the replay writes besides its buffers
 };
 
 // Per captured segment: how often it ran and its recorded instances.
@@ -36,25 +47,6 @@ namespace {
 
 const void* address_of(const Tensor& t) {
   return t.defined() && !t.impl()->storage()->is_fake() ? t.impl()->storage()->data() : nullptr;
-}
-
-std::string stale_message(const std::string& label) {
-  return "[cudagraphs] this tensor is an output of a compiled " + label +
-         " CUDA graph, and a later replay of that graph has overwritten its memory. Clone outputs you "
-         "keep across calls (out.clone()), or call tg::mark_step_begin() at the start of each iteration "
-         "and stop using the previous iteration's outputs.";
-}
-
-// A tensor over `t`'s memory with its own storage object, so that it can be invalidated alone.
-Tensor alias_output(const Tensor& t, std::map<const StorageImpl*, std::shared_ptr<StorageImpl>>& made) {
-  const Storage& s = t.impl()->storage();
-  auto it = made.find(s.get());
-  if (it == made.end()) {
-    auto alias = std::make_shared<StorageImpl>(s->device(), s->data(), s->nbytes(), std::shared_ptr<void>(s));
-    it = made.emplace(s.get(), std::move(alias)).first;
-  }
-  const TensorImpl& i = *t.impl();
-  return Tensor(std::make_shared<TensorImpl>(it->second, i.sizes(), i.strides(), i.storage_offset(), i.dtype()));
 }
 
 }  // namespace
@@ -167,26 +159,58 @@ void CudaGraphExecutor::run_captured(size_t s, std::vector<Tensor>& env) {
     if (!state.instances.empty()) count(&CompileCounters::rerecords);
     inst = record(state, seg, env);
   }
-  replay(*inst, seg, env);
+  // Inputs are copied in before the replay's memory is taken: an input may be an earlier step's
+  // output that this replay overwrites.
+  for (size_t i = 0; i < seg.inputs.size(); ++i) {
+    if (inst->static_addresses[i]) continue;
+    const Tensor& t = env[static_cast<size_t>(seg.inputs[i])];
+    if (t.defined() && !t.is_same(inst->input_buffers[i])) inst->input_buffers[i].copy_(t);
+  }
+  auto memory = take_memory(*inst);
+  if (!memory) {
+    log_line("cudagraphs", label_ + " graph: segment " + std::to_string(s) +
+                               " ran eagerly once: its memory in the CUDA graph pool was in use");
+    interpreter_.run_nodes(env, first, last);
+    return;
+  }
+  replay(*inst, *memory, seg, env);
 }
 
 CudaGraphExecutor::Instance* CudaGraphExecutor::find_instance(SegmentState& state, const Segment& seg,
                                                               const std::vector<Tensor>& env) {
-  const uint64_t step = current_step();
   for (auto& inst : state.instances) {
     bool match = true;
     for (size_t i = 0; i < seg.inputs.size() && match; ++i) {
       const Tensor& t = env[static_cast<size_t>(seg.inputs[i])];
       if (inst->static_addresses[i]) match = address_of(t) == inst->static_addresses[i];
     }
-    if (!match) continue;
-    // Outputs of this step that someone still holds must not be overwritten.
-    bool live = false;
-    if (inst->step == step)
-      for (const auto& w : inst->handed_out) live |= !w.expired();
-    if (!live) return inst.get();
+    if (match && can_overwrite(*inst)) return inst.get();
   }
   return nullptr;
+}
+
+bool CudaGraphExecutor::can_overwrite(const Instance& inst) const {
+  const uint64_t step = current_step();
+  for (const auto& b : inst.buffers)
+    if (b->needed_in(step)) return false;
+  for (const auto& b : OutputBufferIndex::global().overlapping(inst.graph->written(), inst.buffers))
+    if (b->needed_in(step)) return false;
+  return true;
+}
+
+std::optional<std::vector<std::shared_ptr<void>>> CudaGraphExecutor::take_memory(Instance& inst) {
+  for (const auto& b : OutputBufferIndex::global().overlapping(inst.graph->written(), inst.buffers)) b->invalidate();
+  std::vector<std::shared_ptr<void>> memory(inst.buffers.size());
+  for (size_t k = 0; k < inst.buffers.size(); ++k) {
+    OutputBuffer& b = *inst.buffers[k];
+    memory[k] = k < inst.recorded_memory.size() ? inst.recorded_memory[k] : b.owner.lock();
+    b.invalidate();
+    if (!memory[k]) memory[k] = recorder_->reclaim(b.range);
+    if (!memory[k]) return std::nullopt;
+  }
+  inst.recorded_memory.clear();
+  if (recorder_->in_use(inst.scratch)) return std::nullopt;
+  return memory;
 }
 
 CudaGraphExecutor::Instance* CudaGraphExecutor::record(SegmentState& state, const Segment& seg,
@@ -223,13 +247,42 @@ CudaGraphExecutor::Instance* CudaGraphExecutor::record(SegmentState& state, cons
   };
   auto [graph, outputs] = recorder_->record(body);
   inst->graph = std::move(graph);
-  inst->outputs = std::move(outputs);
+
+  // Outputs over a static input's memory are passed through; the others get output buffers.
   std::set<const StorageImpl*> static_storages;
   for (size_t i = 0; i < seg.inputs.size(); ++i)
     if (inst->static_addresses[i] && inst->input_buffers[i].defined())
       static_storages.insert(inst->input_buffers[i].impl()->storage().get());
-  for (const Tensor& t : inst->outputs)
-    if (t.defined() && !static_storages.count(t.impl()->storage().get())) inst->owned.insert(t.impl()->storage().get());
+  std::map<const StorageImpl*, int> buffer_of;
+  std::vector<MemoryRange> buffer_ranges;
+  for (const Tensor& t : outputs) {
+    OutputSlot slot;
+    if (!t.defined() || static_storages.count(t.impl()->storage().get())) {
+      slot.passthrough = t;
+      inst->outputs.push_back(std::move(slot));
+      continue;
+    }
+    const Storage& storage = t.impl()->storage();
+    auto [it, fresh] = buffer_of.emplace(storage.get(), static_cast<int>(inst->buffers.size()));
+    if (fresh) {
+      auto buffer = std::make_shared<OutputBuffer>();
+      buffer->range = MemoryRange::of(storage->data(), static_cast<size_t>(storage->nbytes()));
+      buffer->device = storage->device();
+      buffer->label = label_;
+      buffer->owner = storage;
+      OutputBufferIndex::global().add(buffer);
+      buffer_ranges.push_back(buffer->range);
+      inst->buffers.push_back(std::move(buffer));
+      inst->recorded_memory.push_back(storage);
+    }
+    slot.buffer = it->second;
+    slot.sizes = t.sizes();
+    slot.strides = t.strides();
+    slot.offset = t.impl()->storage_offset();
+    slot.dtype = t.dtype();
+    inst->outputs.push_back(std::move(slot));
+  }
+  inst->scratch = subtract_ranges(inst->graph->written(), std::move(buffer_ranges));
   count(&CompileCounters::graphs_captured);
   log_line("cudagraphs", label_ + " graph: recorded a CUDA graph of " + std::to_string(seg.nodes.size()) +
                              " node(s) (instance " + std::to_string(state.instances.size() + 1) + ")");
@@ -237,29 +290,26 @@ CudaGraphExecutor::Instance* CudaGraphExecutor::record(SegmentState& state, cons
   return state.instances.back().get();
 }
 
-void CudaGraphExecutor::replay(Instance& inst, const Segment& seg, std::vector<Tensor>& env) {
-  for (size_t i = 0; i < seg.inputs.size(); ++i) {
-    if (inst.static_addresses[i]) continue;
-    const Tensor& t = env[static_cast<size_t>(seg.inputs[i])];
-    if (t.defined() && !t.is_same(inst.input_buffers[i])) inst.input_buffers[i].copy_(t);
-  }
-  // Whatever callers still hold from an earlier step is about to be overwritten.
-  for (const auto& w : inst.handed_out)
-    if (auto alive = w.lock()) alive->invalidate(stale_message(label_));
-  inst.handed_out.clear();
+void CudaGraphExecutor::replay(Instance& inst, const std::vector<std::shared_ptr<void>>& memory, const Segment& seg,
+                               std::vector<Tensor>& env) {
   inst.graph->replay();
   count(&CompileCounters::replays);
-  inst.step = current_step();
-  std::map<const StorageImpl*, std::shared_ptr<StorageImpl>> made;
-  for (size_t j = 0; j < seg.outputs.size(); ++j) {
-    const Tensor& t = inst.outputs[j];
-    if (!t.defined() || !inst.owned.count(t.impl()->storage().get())) {
-      env[static_cast<size_t>(seg.outputs[j])] = t;
-      continue;
-    }
-    env[static_cast<size_t>(seg.outputs[j])] = alias_output(t, made);
+  const uint64_t step = current_step();
+  std::vector<Storage> storages(inst.buffers.size());
+  for (size_t k = 0; k < inst.buffers.size(); ++k) {
+    inst.buffers[k]->step = step;
+    storages[k] = inst.buffers[k]->hand_out(memory[k]);
   }
-  for (const auto& [storage, alias] : made) inst.handed_out.push_back(alias);
+  for (size_t j = 0; j < seg.outputs.size(); ++j) {
+    const OutputSlot& slot = inst.outputs[j];
+    Tensor& out = env[static_cast<size_t>(seg.outputs[j])];
+    if (slot.buffer < 0) {
+      out = slot.passthrough;
+    } else {
+      out = Tensor(std::make_shared<TensorImpl>(storages[static_cast<size_t>(slot.buffer)], slot.sizes, slot.strides,
+                                                slot.offset, slot.dtype));
+    }
+  }
 }
 
 }  // namespace tg::graphs

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,9 +19,14 @@ namespace tg::graphs {
 // is recorded on its second, and is replayed after that. Static inputs (parameters, saved
 // activations, outputs of earlier segments) are used in place and their addresses checked: a new
 // address set records another instance of the segment, up to a limit, after which the segment runs
-// eagerly. Other inputs are copied into the instance's buffers before each replay. Outputs handed out
-// alias the instance's memory: when a later step replays the instance, they are invalidated (any use
-// raises); within one step a live output is never overwritten (another instance is recorded instead).
+// eagerly. Other inputs are copied into the instance's buffers before each replay.
+//
+// Memory: every recording of a device allocates from one shared pool. An instance's output buffers
+// belong to the tensors handed out over them, so they go back to the pool when those die, and a
+// replay claims them again. A replay overwrites its output buffers and the scratch memory it used
+// while recording; tensors in that memory written in an earlier step are invalidated (any use
+// raises), while tensors of the current step are never overwritten: another instance is chosen or
+// recorded instead.
 class CudaGraphExecutor final : public Executor {
  public:
   // `static_inputs[i]` tells whether graph input i keeps its address across calls. `counters` may be null.
@@ -34,11 +40,18 @@ class CudaGraphExecutor final : public Executor {
 
  private:
   struct Instance;
+  struct OutputSlot;
   struct SegmentState;
   void run_captured(size_t s, std::vector<Tensor>& env);
   Instance* find_instance(SegmentState& state, const Segment& seg, const std::vector<Tensor>& env);
   Instance* record(SegmentState& state, const Segment& seg, const std::vector<Tensor>& env);
-  void replay(Instance& inst, const Segment& seg, std::vector<Tensor>& env);
+  // True when replaying `inst` now would overwrite no tensor of the current step.
+  bool can_overwrite(const Instance& inst) const;
+  // Invalidates what `inst`'s replay overwrites and claims its output buffers; returns their memory,
+  // or nothing when some of it is unexpectedly in use.
+  std::optional<std::vector<std::shared_ptr<void>>> take_memory(Instance& inst);
+  void replay(Instance& inst, const std::vector<std::shared_ptr<void>>& memory, const Segment& seg,
+              std::vector<Tensor>& env);
   bool is_static(ValueId v) const;
   void count(int CompileCounters::*field, int n = 1);
   void count_skip(const std::string& reason, int n = 1);

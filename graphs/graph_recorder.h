@@ -3,7 +3,10 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
 
+#include "graphs/memory_range.h"
+#include "tensor/cuda_memory.h"
 #include "tensor/tensor.h"
 
 namespace tg::graphs {
@@ -14,6 +17,12 @@ class RecordedGraph {
   virtual ~RecordedGraph() = default;
   // Runs the recorded work again, writing into the same buffers as when it was recorded.
   virtual void replay() = 0;
+  // The shared pool's memory a replay writes (every allocation made while recording), sorted and
+  // disjoint; empty when the recorder has no shared pool.
+  const std::vector<MemoryRange>& written() const { return written_; }
+
+ protected:
+  std::vector<MemoryRange> written_;
 };
 
 // Records the work of a function into a replayable graph. The executor's decision logic talks only
@@ -24,11 +33,18 @@ class GraphRecorder {
   // Captures `body` (whose allocations must come from a private pool of this recording) and returns
   // the graph plus the tensors body returned. The tensors' contents are valid only after a replay.
   virtual std::pair<std::unique_ptr<RecordedGraph>, TensorList> record(const std::function<TensorList()>& body) = 0;
+  // Takes `range` of the shared pool again (an output buffer whose tensors all died) and returns
+  // its owner, or null when part of it is in use (or the recorder has no shared pool).
+  virtual std::shared_ptr<void> reclaim(const MemoryRange& range) = 0;
+  // True when memory of the shared pool inside `ranges` (sorted, disjoint) is in use.
+  virtual bool in_use(const std::vector<MemoryRange>& ranges) = 0;
 };
 
-// The CUDA recorder for `device`: captures on a side stream into a private memory pool per
-// recording, with cuBLAS made capture-safe; instantiates with cudaGraphInstantiate.
+// The CUDA recorder for `device`: captures on a side stream into the device's one private pool
+// (shared by every recording), with cuBLAS made capture-safe; instantiates with cudaGraphInstantiate.
 std::shared_ptr<GraphRecorder> cuda_graph_recorder(Device device);
+// The private pool all CUDA graphs on `device` allocate from (for cuda::mempool_stats).
+cuda::MempoolId cudagraph_mempool(Device device);
 
 // A recorder for tests: "recording" runs body, "replay" runs it again and copies the results into
 // the first run's tensors, which is what a real replay's effect on memory is.

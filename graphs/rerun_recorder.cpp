@@ -26,6 +26,9 @@ class RerunRecorder final : public GraphRecorder {
     TensorList outputs = body();
     return {std::make_unique<RerunGraph>(body, outputs), outputs};
   }
+  // The outputs of a re-run recording stay with the recording, so nothing is ever reclaimed.
+  std::shared_ptr<void> reclaim(const MemoryRange&) override { return nullptr; }
+  bool in_use(const std::vector<MemoryRange>&) override { return false; }
 };
 
 }  // namespace

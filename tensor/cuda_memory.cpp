@@ -35,6 +35,19 @@ MempoolGuard::MempoolGuard(MempoolId pool, int device) : device_(resolve(device)
 }
 MempoolGuard::~MempoolGuard() { CachingAllocator::pop_route(); }
 
+bool mempool_range_in_use(MempoolId pool, const void* begin, size_t nbytes, int device) {
+  const char* b = static_cast<const char*>(begin);
+  return CachingAllocator::get().range_in_use(resolve(device), pool, b, b + nbytes);
+}
+
+std::shared_ptr<void> mempool_claim(MempoolId pool, void* ptr, size_t nbytes, int device) {
+  if (!CachingAllocator::get().claim(resolve(device), pool, ptr, nbytes)) return nullptr;
+  return std::shared_ptr<void>(ptr, [](void* p) { CachingAllocator::get().deallocate(p); });
+}
+
+AllocationLog::AllocationLog() { CachingAllocator::set_log(&records_); }
+AllocationLog::~AllocationLog() { CachingAllocator::set_log(nullptr); }
+
 #else
 
 namespace {
@@ -50,6 +63,12 @@ void release_mempool(MempoolId) {}
 
 MempoolGuard::MempoolGuard(MempoolId pool, int device) : device_(device), pool_(pool) {}
 MempoolGuard::~MempoolGuard() = default;
+
+bool mempool_range_in_use(MempoolId, const void*, size_t, int) { return false; }
+std::shared_ptr<void> mempool_claim(MempoolId, void*, size_t, int) { return nullptr; }
+
+AllocationLog::AllocationLog() = default;
+AllocationLog::~AllocationLog() = default;
 
 #endif
 

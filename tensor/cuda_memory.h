@@ -2,7 +2,10 @@
 // Builds without the CUDA backend report empty statistics (no device memory exists there).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 namespace tg::cuda {
 
@@ -55,6 +58,35 @@ class MempoolGuard {
  private:
   int device_;
   MempoolId pool_;
+};
+
+// True when memory handed out from private `pool` on `device` (-1: current) overlaps
+// [begin, begin + nbytes).
+bool mempool_range_in_use(MempoolId pool, const void* begin, size_t nbytes, int device = -1);
+// Hands out exactly [ptr, ptr + nbytes) of private `pool` again, when all of it is free (the output
+// buffer of a recorded CUDA graph whose tensors all died). Returns the owner of that memory, which
+// gives it back when destroyed, or null when any of it is in use.
+std::shared_ptr<void> mempool_claim(MempoolId pool, void* ptr, size_t nbytes, int device = -1);
+
+// One allocation: its address and requested size.
+struct AllocationRecord {
+  const void* ptr = nullptr;
+  size_t nbytes = 0;
+};
+
+// While alive, records every CUDA allocation this thread makes (a graph recording uses it to know
+// which memory its replays write). Logs do not nest.
+class AllocationLog {
+ public:
+  AllocationLog();
+  ~AllocationLog();
+  AllocationLog(const AllocationLog&) = delete;
+  AllocationLog& operator=(const AllocationLog&) = delete;
+  // The allocations made so far, in order.
+  const std::vector<AllocationRecord>& records() const { return records_; }
+
+ private:
+  std::vector<AllocationRecord> records_;
 };
 
 }  // namespace tg::cuda

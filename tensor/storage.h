@@ -33,8 +33,11 @@ class StorageImpl {
   // True for storages over memory owned elsewhere (outputs of CUDA graphs).
   bool is_borrowed() const { return owner_ != nullptr; }
   // Marks the memory as overwritten by someone else (a later CUDA graph replay): any further data
-  // access through this storage throws `message`.
-  void invalidate(std::string message) { stale_message_ = std::make_unique<std::string>(std::move(message)); }
+  // access through this storage throws `message`, and a borrowed storage stops holding the memory.
+  void invalidate(std::string message) {
+    stale_message_ = std::make_unique<std::string>(std::move(message));
+    owner_.reset();
+  }
   // True after invalidate().
   bool is_stale() const { return stale_message_ != nullptr; }
   // Throws the invalidation message (call only when is_stale()).

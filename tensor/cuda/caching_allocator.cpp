@@ -46,6 +46,8 @@ void add_segment(MemoryStats& s, int64_t bytes) {
 
 // This thread's pool routes, innermost last.
 thread_local std::vector<std::pair<int, MempoolId>> t_routes;
+// This thread's allocation log, if one is open.
+thread_local std::vector<AllocationRecord>* t_log = nullptr;
 
 // True when the current stream is being captured into a CUDA graph (then memory must not go back
 // to the driver). Querying the legacy stream while another stream captures is itself an error,
@@ -83,7 +85,10 @@ CachingAllocator::Pool& CachingAllocator::pool_for(int device, MempoolId id) {
   TG_CHECK(id < next_pool_id_, "[cuda allocator] memory pool ", id, " was never created (use create_mempool())");
   TG_CHECK(!released_.count(id), "[cuda allocator] allocation routed to memory pool ", id, ", which was released");
   auto& slot = device_state(device).pools[id];
-  if (!slot) slot = std::make_unique<Pool>();
+  if (!slot) {
+    slot = std::make_unique<Pool>();
+    slot->tracks_addresses = id != kDefaultMempool;
+  }
   return *slot;
 }
 
@@ -122,21 +127,37 @@ void* CachingAllocator::allocate_locked(int device, size_t nbytes, MempoolId poo
   } else {
     block = new_segment(device, pool, pool_id, segment_size(size), small);
   }
-  if (should_split(block->size, size, small)) {
-    Block* rest = new Block(*block);
-    rest->ptr = block->ptr + size;
-    rest->size = block->size - size;
-    rest->prev = block;
-    if (block->next) block->next->prev = rest;
-    block->next = rest;
-    block->size = size;
-    free_list.insert(rest);
-  }
+  if (should_split(block->size, size, small)) free_list.insert(split_tail(pool, block, size));
+  hand_out(pool, block);
+  add(device_state(device).totals, static_cast<int64_t>(block->size));
+  if (t_log) t_log->push_back({block->ptr, nbytes});
+  return block->ptr;
+}
+
+void CachingAllocator::hand_out(Pool& pool, Block* block) {
   block->allocated = true;
   live_.emplace(block->ptr, block);
   add(pool.stats, static_cast<int64_t>(block->size));
-  add(device_state(device).totals, static_cast<int64_t>(block->size));
-  return block->ptr;
+}
+
+CachingAllocator::Block* CachingAllocator::split_tail(Pool& pool, Block* block, size_t offset) {
+  Block* rest = new Block(*block);
+  rest->ptr = block->ptr + offset;
+  rest->size = block->size - offset;
+  rest->allocated = false;
+  rest->prev = block;
+  if (block->next) block->next->prev = rest;
+  block->next = rest;
+  block->size = offset;
+  if (pool.tracks_addresses) pool.by_address.emplace(rest->ptr, rest);
+  return rest;
+}
+
+CachingAllocator::Block* CachingAllocator::block_at(const Pool& pool, const char* p) {
+  auto it = pool.by_address.upper_bound(p);
+  if (it == pool.by_address.begin()) return nullptr;
+  Block* b = std::prev(it)->second;
+  return p < b->ptr + b->size ? b : nullptr;
 }
 
 CachingAllocator::Block* CachingAllocator::new_segment(int device, Pool& pool, MempoolId id, size_t size,
@@ -164,6 +185,7 @@ CachingAllocator::Block* CachingAllocator::new_segment(int device, Pool& pool, M
   block->pool = &pool;
   block->pool_id = id;
   block->small = small;
+  if (pool.tracks_addresses) pool.by_address.emplace(block->ptr, block);
   add_segment(pool.stats, static_cast<int64_t>(size));
   add_segment(device_state(device).totals, static_cast<int64_t>(size));
   return block;
@@ -186,6 +208,7 @@ void CachingAllocator::deallocate(void* ptr) {
     prev->size += block->size;
     prev->next = block->next;
     if (block->next) block->next->prev = prev;
+    pool.by_address.erase(block->ptr);
     delete block;
     block = prev;
   }
@@ -194,6 +217,7 @@ void CachingAllocator::deallocate(void* ptr) {
     block->size += next->size;
     block->next = next->next;
     if (next->next) next->next->prev = block;
+    pool.by_address.erase(next->ptr);
     delete next;
   }
   free_list.insert(block);
@@ -211,6 +235,7 @@ void CachingAllocator::free_segments_of(int device, Pool& pool) {
       TG_CUDA_CHECK(cudaFree(b->ptr));
       add_segment(pool.stats, -static_cast<int64_t>(b->size));
       add_segment(d.totals, -static_cast<int64_t>(b->size));
+      pool.by_address.erase(b->ptr);
       delete b;
       it = list->erase(it);
     }
@@ -294,6 +319,47 @@ void CachingAllocator::push_route(int device, MempoolId pool) { t_routes.emplace
 
 void CachingAllocator::pop_route() {
   if (!t_routes.empty()) t_routes.pop_back();
+}
+
+void CachingAllocator::set_log(std::vector<AllocationRecord>* log) { t_log = log; }
+
+bool CachingAllocator::range_in_use(int device, MempoolId pool_id, const char* begin, const char* end) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (device < 0 || devices_.size() <= static_cast<size_t>(device) || !devices_[static_cast<size_t>(device)])
+    return false;
+  const auto& pools = devices_[static_cast<size_t>(device)]->pools;
+  auto found = pools.find(pool_id);
+  if (found == pools.end()) return false;
+  const Pool& pool = *found->second;
+  TG_CHECK(pool.tracks_addresses, "[cuda allocator] range queries need a private pool, got pool ", pool_id);
+  auto it = pool.by_address.upper_bound(begin);
+  if (it != pool.by_address.begin()) --it;
+  for (; it != pool.by_address.end() && it->first < end; ++it) {
+    const Block* b = it->second;
+    if (b->allocated && b->ptr + b->size > begin) return true;
+  }
+  return false;
+}
+
+bool CachingAllocator::claim(int device, MempoolId pool_id, void* ptr, size_t nbytes) {
+  const size_t size = round_up(std::max(nbytes, kMinBlock), kMinBlock);
+  char* begin = static_cast<char*>(ptr);
+  std::lock_guard<std::mutex> lock(mutex_);
+  Pool& pool = pool_for(device, pool_id);
+  TG_CHECK(pool.tracks_addresses, "[cuda allocator] only private pools can be claimed from, got pool ", pool_id);
+  Block* block = block_at(pool, begin);
+  if (!block || block->allocated || block->ptr + block->size < begin + size) return false;
+  FreeList& free_list = block->small ? pool.small_free : pool.large_free;
+  free_list.erase(block);
+  if (block->ptr < begin) {
+    Block* front = block;
+    block = split_tail(pool, front, static_cast<size_t>(begin - front->ptr));
+    free_list.insert(front);
+  }
+  if (block->size > size) free_list.insert(split_tail(pool, block, size));
+  hand_out(pool, block);
+  add(device_state(device).totals, static_cast<int64_t>(block->size));
+  return true;
 }
 
 }  // namespace tg::cuda

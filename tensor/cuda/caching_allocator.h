@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -55,10 +56,17 @@ class CachingAllocator final : public Allocator {
   MempoolId create_pool();
   // Marks `pool` released and frees its whole cached segments; its live blocks stay valid.
   void release_pool(MempoolId pool);
+  // True when a block handed out from private `pool` on `device` overlaps [begin, end).
+  bool range_in_use(int device, MempoolId pool, const char* begin, const char* end) const;
+  // Hands out exactly [ptr, ptr + nbytes) of private `pool` again when all of it is free, splitting
+  // the free block around it (freed with deallocate(ptr)); false when any of it is in use.
+  bool claim(int device, MempoolId pool, void* ptr, size_t nbytes);
 
   // Routing for MempoolGuard: allocations on `device` by this thread go to `pool` until popped.
   static void push_route(int device, MempoolId pool);
   static void pop_route();
+  // Allocation logging for AllocationLog: this thread's allocations are appended to `log` (or not, for null).
+  static void set_log(std::vector<AllocationRecord>* log);
 
  private:
   struct Block;
@@ -72,6 +80,9 @@ class CachingAllocator final : public Allocator {
     FreeList large_free;
     MemoryStats stats;
     bool released = false;
+    // Private pools only: every block by address, so ranges can be queried and claimed.
+    std::map<const char*, Block*> by_address;
+    bool tracks_addresses = false;
   };
   struct Block {
     char* ptr = nullptr;
@@ -97,6 +108,12 @@ class CachingAllocator final : public Allocator {
   // Frees the fully free segments of releasable pools on `device`; returns the bytes released.
   size_t release_cached_locked(int device, bool only_released_pools);
   void free_segments_of(int device, Pool& pool);
+  // Marks a free block handed out (removing it from its free list first is the caller's job).
+  void hand_out(Pool& pool, Block* block);
+  // Splits `block` at `offset`: the tail becomes a new free block of the same segment, returned.
+  Block* split_tail(Pool& pool, Block* block, size_t offset);
+  // The block of `pool` that contains `p`, or null.
+  static Block* block_at(const Pool& pool, const char* p);
 
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<DeviceState>> devices_;
