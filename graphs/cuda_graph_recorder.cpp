@@ -76,6 +76,11 @@ class CudaRecorder final : public GraphRecorder {
     return cuda::mempool_claim(pool_, reinterpret_cast<void*>(range.begin), range.end - range.begin, device_.index);
   }
 
+  void warm_up(const std::function<void()>& fn) override {
+    cuda::MempoolGuard route(pool_, device_.index);
+    fn();
+  }
+
   bool in_use(const std::vector<MemoryRange>& ranges) override {
     for (const MemoryRange& r : ranges)
       if (cuda::mempool_range_in_use(pool_, reinterpret_cast<const void*>(r.begin), r.end - r.begin, device_.index))

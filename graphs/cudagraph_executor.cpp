@@ -140,13 +140,31 @@ void CudaGraphExecutor::run_captured(size_t s, std::vector<Tensor>& env) {
   const size_t first = static_cast<size_t>(seg.nodes.front());
   const size_t last = static_cast<size_t>(seg.nodes.back()) + 1;
   if (++state.calls == 1 || state.gave_up) {
-    // Warm-up (lazy initialisation such as library handles happens outside any capture).
-    if (state.calls == 1) count(&CompileCounters::warmups);
-    interpreter_.run_nodes(env, first, last);
+    if (state.calls == 1) {
+      // Warm-up, inside the pool (lazy initialisation such as library handles happens outside any capture).
+      count(&CompileCounters::warmups);
+      recorder_->warm_up([&] { interpreter_.run_nodes(env, first, last); });
+    } else {
+      interpreter_.run_nodes(env, first, last);
+    }
     return;
   }
+  std::optional<std::vector<std::shared_ptr<void>>> memory;
   Instance* inst = find_instance(state, seg, env);
-  if (!inst) {
+  if (inst) {
+    // Inputs are copied in before the replay's memory is taken: an input may be an earlier step's
+    // output that this replay overwrites.
+    for (size_t i = 0; i < seg.inputs.size(); ++i) {
+      if (inst->static_addresses[i]) continue;
+      const Tensor& t = env[static_cast<size_t>(seg.inputs[i])];
+      if (t.defined() && !t.is_same(inst->input_buffers[i])) inst->input_buffers[i].copy_(t);
+    }
+    memory = take_memory(*inst);
+    if (!memory)
+      log_line("cudagraphs", label_ + " graph: segment " + std::to_string(s) +
+                                 ": a tensor outside the graphs' outputs holds memory this replay writes");
+  }
+  if (!memory) {
     if (static_cast<int>(state.instances.size()) >= max_instances_) {
       state.gave_up = true;
       const std::string reason = "static input addresses changed or live outputs, " +
@@ -158,20 +176,8 @@ void CudaGraphExecutor::run_captured(size_t s, std::vector<Tensor>& env) {
     }
     if (!state.instances.empty()) count(&CompileCounters::rerecords);
     inst = record(state, seg, env);
-  }
-  // Inputs are copied in before the replay's memory is taken: an input may be an earlier step's
-  // output that this replay overwrites.
-  for (size_t i = 0; i < seg.inputs.size(); ++i) {
-    if (inst->static_addresses[i]) continue;
-    const Tensor& t = env[static_cast<size_t>(seg.inputs[i])];
-    if (t.defined() && !t.is_same(inst->input_buffers[i])) inst->input_buffers[i].copy_(t);
-  }
-  auto memory = take_memory(*inst);
-  if (!memory) {
-    log_line("cudagraphs", label_ + " graph: segment " + std::to_string(s) +
-                               " ran eagerly once: its memory in the CUDA graph pool was in use");
-    interpreter_.run_nodes(env, first, last);
-    return;
+    memory = take_memory(*inst);
+    TG_CHECK(memory.has_value(), "[cudagraphs] internal error: a fresh recording's memory is in use");
   }
   replay(*inst, *memory, seg, env);
 }

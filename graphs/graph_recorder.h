@@ -30,14 +30,16 @@ class RecordedGraph {
 class GraphRecorder {
  public:
   virtual ~GraphRecorder() = default;
-  // Captures `body` (whose allocations must come from a private pool of this recording) and returns
-  // the graph plus the tensors body returned. The tensors' contents are valid only after a replay.
+  // Captures `body` (allocating from the recorder's shared pool, where it has one) and returns the
+  // graph plus the tensors body returned. The tensors' contents are valid only after a replay.
   virtual std::pair<std::unique_ptr<RecordedGraph>, TensorList> record(const std::function<TensorList()>& body) = 0;
   // Takes `range` of the shared pool again (an output buffer whose tensors all died) and returns
   // its owner, or null when part of it is in use (or the recorder has no shared pool).
   virtual std::shared_ptr<void> reclaim(const MemoryRange& range) = 0;
   // True when memory of the shared pool inside `ranges` (sorted, disjoint) is in use.
   virtual bool in_use(const std::vector<MemoryRange>& ranges) = 0;
+  // Runs `fn` eagerly with its allocations in the shared pool (a graph's warm-up call).
+  virtual void warm_up(const std::function<void()>& fn) { fn(); }
 };
 
 // The CUDA recorder for `device`: captures on a side stream into the device's one private pool

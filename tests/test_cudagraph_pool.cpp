@@ -93,23 +93,49 @@ TEST(CudagraphPool, ReplayTakesMemoryBackFromAnotherGraphsEarlierOutput) {
 
 TEST(CudagraphPool, OutputsNeededInThisStepAreNeverOverwritten) {
   TG_REQUIRE_CUDA();
+  auto first = compile([](const Tensor& x) { return x * 2 + 1; }, kCudagraphs);
+  auto second = compile([](const Tensor& x) { return x * 3 - 1; }, kCudagraphs);
+  Tensor w = cuda_randn({8}).requires_grad_(true);
+  auto pending = compile([&w](const Tensor& v) { return (v * w).sum(); }, kCudagraphs);
+  Tensor x = cuda_randn({kBig});
+  first(x);
+  first(x);
+  second(x);
+  Tensor probe = second(x);  // recorded over the memory of first's output, as in the test above
+  first(x);
+  EXPECT_THROW_MSG(probe.cpu(), "overwritten");
+  // A backward is pending, so the step stays open: first's output is needed and second must not
+  // overwrite it, so it records another instance.
+  Tensor loss = pending(cuda_randn({8}));
+  Tensor kept = first(x);
+  Tensor other = second(x);
+  EXPECT_EQ(second.counters().rerecords, 1);
+  expect_close(kept, x * 2 + 1);
+  expect_close(other, x * 3 - 1);
+  loss.backward();
+}
+
+TEST(CudagraphPool, GradientsStayCorrectWhenOtherGraphsRunBeforeBackward) {
+  TG_REQUIRE_CUDA();
   Tensor w = cuda_randn({kBig}).requires_grad_(true);
   Tensor w_eager = w.detach().clone().requires_grad_(true);
   auto f = compile([&w](const Tensor& x) { return (x * w).exp().sum(); }, kCudagraphs);
   auto g = compile([](const Tensor& y) { return y * 3 + 1; }, kCudagraphs);
   Tensor x = cuda_randn({kBig}) * 0.1;
   Tensor y = cuda_randn({kBig});
-  for (int i = 0; i < 2; ++i) f(x).backward();  // f recorded; its saved activation died with backward
+  for (int i = 0; i < 2; ++i) f(x).backward();  // recorded; the saved activations died with backward
   g(y);
-  g(y);  // g recorded over the memory f's saved activation had
-  w.set_grad(Tensor());
-  Tensor loss = f(x);  // the activation is pending for backward: this step needs it
-  Tensor out = g(y);   // so g records another instance rather than overwrite it
-  EXPECT_EQ(g.counters().rerecords, 1);
-  expect_close(out, y * 3 + 1);
-  loss.backward();
-  (x * w_eager).exp().sum().backward();
-  expect_close(w.grad(), w_eager.grad(), 1e-4, 1e-5);
+  g(y);  // recorded while f held no memory
+  for (int i = 0; i < 3; ++i) {
+    w.set_grad(Tensor());
+    w_eager.set_grad(Tensor());
+    Tensor loss = f(x);  // activations pending for backward
+    Tensor out = g(y);
+    expect_close(out, y * 3 + 1);
+    loss.backward();
+    (x * w_eager).exp().sum().backward();
+    expect_close(w.grad(), w_eager.grad(), 1e-4, 1e-5);
+  }
 }
 
 }  // namespace

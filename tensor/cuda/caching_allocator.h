@@ -12,8 +12,9 @@
 //
 // Stream assumption: all work runs on one stream at a time (tapegraph's current stream), so a
 // block freed on the host can be handed out again at once: any later kernel that uses it is
-// queued behind every kernel that used it before. Work on a second stream (graph capture) uses
-// its own private pool.
+// queued behind every kernel that used it before. Graph capture works on a second stream into a
+// private pool; that memory is replayed later on the current stream, and the graph executor decides
+// which of it a replay may overwrite.
 #pragma once
 
 #include <cstddef>
