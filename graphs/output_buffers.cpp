@@ -38,6 +38,11 @@ OutputBufferIndex& OutputBufferIndex::global() {
 
 void OutputBufferIndex::add(const std::shared_ptr<OutputBuffer>& buffer) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (by_begin_.size() >= 2 * size_after_sweep_ + 64) {
+    // Entries of destroyed recordings are dropped by queries that pass them; sweep the rest now and then.
+    std::erase_if(by_begin_, [](const auto& entry) { return entry.second.expired(); });
+    size_after_sweep_ = by_begin_.size();
+  }
   longest_ = std::max(longest_, buffer->range.end - buffer->range.begin);
   by_begin_.emplace(buffer->range.begin, buffer);
 }

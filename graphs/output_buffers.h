@@ -49,7 +49,8 @@ class OutputBufferIndex {
  private:
   std::mutex mutex_;
   std::multimap<uintptr_t, std::weak_ptr<OutputBuffer>> by_begin_;
-  uintptr_t longest_ = 0;  // length of the longest buffer ever added
+  uintptr_t longest_ = 0;         // length of the longest buffer ever added
+  size_t size_after_sweep_ = 0;  // entries left by the last sweep of expired ones
 };
 
 }  // namespace tg::graphs
