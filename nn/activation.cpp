@@ -1,5 +1,6 @@
 #include "nn/activation.h"
 
+#include "ops/dropout.h"
 #include "ops/unary.h"
 
 namespace tg::nn {
@@ -14,6 +15,14 @@ GELU::GELU(std::string approximate) : approximate_(std::move(approximate)) {
 Tensor GELU::forward(const Tensor& input) { return gelu(input, approximate_); }
 
 std::string GELU::extra_repr() const { return approximate_ == "none" ? "" : "approximate='" + approximate_ + "'"; }
+
+Dropout::Dropout(double p) : p_(p) {
+  TG_CHECK(p >= 0 && p <= 1, "[Dropout] probability has to be between 0 and 1, but got ", p);
+}
+
+Tensor Dropout::forward(const Tensor& input) { return dropout(input, p_, is_training()); }
+
+std::string Dropout::extra_repr() const { return "p=" + std::to_string(p_); }
 
 Tensor Tanh::forward(const Tensor& input) { return tanh(input); }
 

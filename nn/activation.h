@@ -1,4 +1,4 @@
-// Activation modules: parameter-free wrappers so activations can sit inside Sequential.
+// Activation and dropout modules: parameter-free wrappers so they can sit inside Sequential.
 #pragma once
 
 #include <string>
@@ -24,6 +24,18 @@ class GELU : public Module {
 
  private:
   std::string approximate_;
+};
+
+// Zeroes elements with probability p in training mode (scaling the rest by 1 / (1 - p)); identity in eval mode.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& input) override;
+  std::string type_name() const override { return "Dropout"; }
+  std::string extra_repr() const override;
+
+ private:
+  double p_;
 };
 
 // tanh(x).
