@@ -25,9 +25,7 @@ class CudaRecordedGraph final : public RecordedGraph {
  public:
   CudaRecordedGraph(cudaGraphExec_t exec, std::vector<MemoryRange> written, Tensor replay_shift,
                     const CaptureRandomness& drawn)
-      : exec_(exec), replay_shift_(std::move(replay_shift)), drawn_(drawn) {
-    written_ = std::move(written);
-  }
+      : RecordedGraph(std::move(written)), exec_(exec), replay_shift_(std::move(replay_shift)), drawn_(drawn) {}
   ~CudaRecordedGraph() override { cudaGraphExecDestroy(exec_); }
   void replay() override {
     if (drawn_.any()) {

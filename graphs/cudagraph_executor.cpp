@@ -8,7 +8,6 @@
 #include "autograd/grad_mode.h"
 #include "graphs/cudagraph_step.h"
 #include "graphs/logs.h"
-#include "graphs/output_buffers.h"
 #include "ops/copy.h"
 #include "ops/dispatch.h"
 #include "ops/factory.h"
@@ -150,7 +149,8 @@ void CudaGraphExecutor::run_captured(size_t s, std::vector<Tensor>& env) {
     return;
   }
   std::optional<std::vector<std::shared_ptr<void>>> memory;
-  Instance* inst = find_instance(state, seg, env);
+  BufferList overwritten;
+  Instance* inst = find_instance(state, seg, env, overwritten);
   if (inst) {
     // Inputs are copied in before the replay's memory is taken: an input may be an earlier step's
     // output that this replay overwrites.
@@ -159,7 +159,7 @@ void CudaGraphExecutor::run_captured(size_t s, std::vector<Tensor>& env) {
       const Tensor& t = env[static_cast<size_t>(seg.inputs[i])];
       if (t.defined() && !t.is_same(inst->input_buffers[i])) inst->input_buffers[i].copy_(t);
     }
-    memory = take_memory(*inst);
+    memory = take_memory(*inst, overwritten);
     if (!memory)
       log_line("cudagraphs", label_ + " graph: segment " + std::to_string(s) +
                                  ": a tensor outside the graphs' outputs holds memory this replay writes");
@@ -176,36 +176,43 @@ void CudaGraphExecutor::run_captured(size_t s, std::vector<Tensor>& env) {
     }
     if (!state.instances.empty()) count(&CompileCounters::rerecords);
     inst = record(state, seg, env);
-    memory = take_memory(*inst);
+    // A fresh recording overlaps no live buffer: its capture allocated around them.
+    memory = take_memory(*inst, {});
     TG_CHECK(memory.has_value(), "[cudagraphs] internal error: a fresh recording's memory is in use");
   }
   replay(*inst, *memory, seg, env);
 }
 
 CudaGraphExecutor::Instance* CudaGraphExecutor::find_instance(SegmentState& state, const Segment& seg,
-                                                              const std::vector<Tensor>& env) {
+                                                              const std::vector<Tensor>& env, BufferList& overwritten) {
   for (auto& inst : state.instances) {
     bool match = true;
     for (size_t i = 0; i < seg.inputs.size() && match; ++i) {
       const Tensor& t = env[static_cast<size_t>(seg.inputs[i])];
       if (inst->static_addresses[i]) match = address_of(t) == inst->static_addresses[i];
     }
-    if (match && can_overwrite(*inst)) return inst.get();
+    if (!match) continue;
+    if (auto victims = overwritable(*inst)) {
+      overwritten = std::move(*victims);
+      return inst.get();
+    }
   }
   return nullptr;
 }
 
-bool CudaGraphExecutor::can_overwrite(const Instance& inst) const {
+std::optional<CudaGraphExecutor::BufferList> CudaGraphExecutor::overwritable(const Instance& inst) const {
   const uint64_t step = current_step();
   for (const auto& b : inst.buffers)
-    if (b->needed_in(step)) return false;
-  for (const auto& b : OutputBufferIndex::global().overlapping(inst.graph->written(), inst.buffers))
-    if (b->needed_in(step)) return false;
-  return true;
+    if (b->needed_in(step)) return std::nullopt;
+  BufferList others = OutputBufferIndex::global().overlapping(inst.graph->written(), inst.buffers);
+  for (const auto& b : others)
+    if (b->needed_in(step)) return std::nullopt;
+  return others;
 }
 
-std::optional<std::vector<std::shared_ptr<void>>> CudaGraphExecutor::take_memory(Instance& inst) {
-  for (const auto& b : OutputBufferIndex::global().overlapping(inst.graph->written(), inst.buffers)) b->invalidate();
+std::optional<std::vector<std::shared_ptr<void>>> CudaGraphExecutor::take_memory(Instance& inst,
+                                                                                 const BufferList& overwritten) {
+  for (const auto& b : overwritten) b->invalidate();
   std::vector<std::shared_ptr<void>> memory(inst.buffers.size());
   for (size_t k = 0; k < inst.buffers.size(); ++k) {
     OutputBuffer& b = *inst.buffers[k];

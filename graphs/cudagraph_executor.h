@@ -11,6 +11,7 @@
 #include "graphs/executor.h"
 #include "graphs/graph_recorder.h"
 #include "graphs/interpreter.h"
+#include "graphs/output_buffers.h"
 #include "graphs/segments.h"
 
 namespace tg::graphs {
@@ -43,13 +44,18 @@ class CudaGraphExecutor final : public Executor {
   struct OutputSlot;
   struct SegmentState;
   void run_captured(size_t s, std::vector<Tensor>& env);
-  Instance* find_instance(SegmentState& state, const Segment& seg, const std::vector<Tensor>& env);
+  using BufferList = std::vector<std::shared_ptr<OutputBuffer>>;
+  // An instance whose static inputs match and whose replay overwrites no tensor of the current
+  // step, with the other graphs' buffers that replay overwrites; null when there is none.
+  Instance* find_instance(SegmentState& state, const Segment& seg, const std::vector<Tensor>& env,
+                          BufferList& overwritten);
   Instance* record(SegmentState& state, const Segment& seg, const std::vector<Tensor>& env);
-  // True when replaying `inst` now would overwrite no tensor of the current step.
-  bool can_overwrite(const Instance& inst) const;
-  // Invalidates what `inst`'s replay overwrites and claims its output buffers; returns their memory,
-  // or nothing when some of it is unexpectedly in use.
-  std::optional<std::vector<std::shared_ptr<void>>> take_memory(Instance& inst);
+  // The other graphs' buffers `inst`'s replay overwrites, or nothing when one of them (or one of
+  // inst's own) holds tensors of the current step.
+  std::optional<BufferList> overwritable(const Instance& inst) const;
+  // Invalidates `overwritten` and inst's earlier outputs and claims its output buffers; returns their
+  // memory, or nothing when some of it is unexpectedly in use.
+  std::optional<std::vector<std::shared_ptr<void>>> take_memory(Instance& inst, const BufferList& overwritten);
   void replay(Instance& inst, const std::vector<std::shared_ptr<void>>& memory, const Segment& seg,
               std::vector<Tensor>& env);
   bool is_static(ValueId v) const;

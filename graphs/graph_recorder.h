@@ -14,6 +14,8 @@ namespace tg::graphs {
 // One recorded graph that can be replayed.
 class RecordedGraph {
  public:
+  // `written`: see written().
+  explicit RecordedGraph(std::vector<MemoryRange> written = {}) : written_(std::move(written)) {}
   virtual ~RecordedGraph() = default;
   // Runs the recorded work again, writing into the same buffers as when it was recorded.
   virtual void replay() = 0;
@@ -21,7 +23,7 @@ class RecordedGraph {
   // disjoint; empty when the recorder has no shared pool.
   const std::vector<MemoryRange>& written() const { return written_; }
 
- protected:
+ private:
   std::vector<MemoryRange> written_;
 };
 

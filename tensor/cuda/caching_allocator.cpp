@@ -299,13 +299,18 @@ MemoryStats CachingAllocator::stats(int device) const {
   return devices_[static_cast<size_t>(device)]->totals;
 }
 
+const CachingAllocator::Pool* CachingAllocator::find_pool(int device, MempoolId id) const {
+  if (device < 0 || devices_.size() <= static_cast<size_t>(device) || !devices_[static_cast<size_t>(device)])
+    return nullptr;
+  const auto& pools = devices_[static_cast<size_t>(device)]->pools;
+  auto it = pools.find(id);
+  return it == pools.end() ? nullptr : it->second.get();
+}
+
 MemoryStats CachingAllocator::pool_stats(int device, MempoolId pool) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (device < 0 || devices_.size() <= static_cast<size_t>(device) || !devices_[static_cast<size_t>(device)])
-    return {};
-  const auto& pools = devices_[static_cast<size_t>(device)]->pools;
-  auto it = pools.find(pool);
-  return it == pools.end() ? MemoryStats{} : it->second->stats;
+  const Pool* found = find_pool(device, pool);
+  return found ? found->stats : MemoryStats{};
 }
 
 void CachingAllocator::reset_peak(int device) {
@@ -325,12 +330,9 @@ void CachingAllocator::set_log(std::vector<AllocationRecord>* log) { t_log = log
 
 bool CachingAllocator::range_in_use(int device, MempoolId pool_id, const char* begin, const char* end) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (device < 0 || devices_.size() <= static_cast<size_t>(device) || !devices_[static_cast<size_t>(device)])
-    return false;
-  const auto& pools = devices_[static_cast<size_t>(device)]->pools;
-  auto found = pools.find(pool_id);
-  if (found == pools.end()) return false;
-  const Pool& pool = *found->second;
+  const Pool* found = find_pool(device, pool_id);
+  if (!found) return false;
+  const Pool& pool = *found;
   TG_CHECK(pool.tracks_addresses, "[cuda allocator] range queries need a private pool, got pool ", pool_id);
   auto it = pool.by_address.upper_bound(begin);
   if (it != pool.by_address.begin()) --it;

@@ -104,6 +104,8 @@ class CachingAllocator final : public Allocator {
   CachingAllocator() = default;
   DeviceState& device_state(int device);
   Pool& pool_for(int device, MempoolId id);
+  // The pool `id` on `device` if it holds anything there, else null (no creation).
+  const Pool* find_pool(int device, MempoolId id) const;
   void* allocate_locked(int device, size_t nbytes, MempoolId pool);
   Block* new_segment(int device, Pool& pool, MempoolId id, size_t size, bool small);
   // Frees the fully free segments of releasable pools on `device`; returns the bytes released.
