@@ -30,6 +30,7 @@ struct CompiledEntry {
   bool cudagraphs = false;  // executors are CUDA graph executors
   std::vector<bool> written_in_graph;  // per mutated input: the forward graph writes it itself
   Graph forward_graph;                 // the partition's forward graph as executed (reinplaced)
+  size_t num_lifted = 0;               // captured tensors (held weakly by the guards)
 };
 
 struct CompiledFunction::State {
@@ -43,9 +44,21 @@ struct CompiledFunction::State {
 
 namespace {
 
-const Tensor& primal(const PrimalRef& p, const TensorList& args, const JointGraph& joint) {
-  return p.kind == InputKind::Argument ? args[static_cast<size_t>(p.index)] : joint.lifted[static_cast<size_t>(p.index)];
+const Tensor& primal(const PrimalRef& p, const TensorList& args, const TensorList& lifted) {
+  return p.kind == InputKind::Argument ? args[static_cast<size_t>(p.index)] : lifted[static_cast<size_t>(p.index)];
 }
+
+// Collects the host values that code declares while it is traced into the entry's guards.
+class EntryHostSink final : public HostGuardSink {
+ public:
+  explicit EntryHostSink(Guards& guards) : guards_(guards) {}
+  void declare(const std::string& name, const HostValue& current, HostValueReader reader, const void* owner) override {
+    guards_.add_host_value(HostValueGuard{name, current, std::move(reader), owner});
+  }
+
+ private:
+  Guards& guards_;
+};
 
 void add_counts(std::map<std::string, int>& into, const std::map<std::string, int>& counts) {
   for (const auto& [name, n] : counts) into[name] += n;
@@ -127,11 +140,14 @@ void make_executors(CompiledFunction::State& s, CompiledEntry& entry, const Tens
                                                        s.options.cudagraph_max_recordings);
 }
 
-std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const TensorList& args) {
+std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const CallArgs& call) {
+  const TensorList& args = call.tensors;
   auto entry = std::make_shared<CompiledEntry>();
-  entry->guards = Guards::capture(args, s.options.input_names);
+  entry->guards = Guards::capture(args, call.names, call.host);
   const bool grad_before = is_grad_enabled();
   try {
+    EntryHostSink sink(entry->guards);
+    ScopedHostGuardSink declare_into(&sink);
     entry->joint = trace_joint(s.fn, args);
   } catch (const Error& e) {
     const bool data_dependent = dynamic_cast<const DataDependentError*>(&e) != nullptr;
@@ -146,7 +162,11 @@ std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const Ten
     return entry;
   }
   set_grad_enabled(grad_before);
+  // Captured tensors are held weakly from here on (the guards see a rebinding, and the entry
+  // never keeps a tensor, or the autograd graph hanging off it, alive).
   entry->guards.add_lifted(entry->joint.lifted);
+  entry->num_lifted = entry->joint.lifted.size();
+  entry->joint.lifted.clear();
   entry->partition = partition(entry->joint, s.partitioner);
   make_executors(s, *entry, args);
 
@@ -183,10 +203,13 @@ Tensor fresh_handle(const Tensor& t) {
 
 TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorList& args) {
   const JointGraph& joint = entry->joint;
+  std::optional<TensorList> lifted_now = entry->guards.lifted();
+  TG_CHECK(lifted_now.has_value(), "[compile] a captured tensor was replaced after the guards were checked");
+  const TensorList& lifted = *lifted_now;
   const Graph& fw = entry->forward_graph;
   TensorList fw_inputs;
   fw_inputs.reserve(fw.inputs.size());
-  for (const GraphInput& in : fw.inputs) fw_inputs.push_back(primal({in.kind, in.index}, args, joint));
+  for (const GraphInput& in : fw.inputs) fw_inputs.push_back(primal({in.kind, in.index}, args, lifted));
   TensorList results = entry->forward->run(fw_inputs);
 
   const size_t n_out = joint.num_user_outputs;
@@ -196,7 +219,7 @@ TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorLi
     NoGradGuard no_grad;
     for (size_t i = 0; i < n_mut; ++i) {
       if (!entry->written_in_graph.empty() && entry->written_in_graph[i]) continue;
-      Tensor target = primal(joint.mutated[i], args, joint);
+      Tensor target = primal(joint.mutated[i], args, lifted);
       target.copy_(results[n_out + i]);
     }
   }
@@ -206,13 +229,13 @@ TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorLi
   outputs.reserve(n_out);
   std::vector<const TensorImpl*> seen;
   for (const Tensor& t : args) seen.push_back(t.impl());
-  for (const Tensor& t : joint.lifted) seen.push_back(t.impl());
+  for (const Tensor& t : lifted) seen.push_back(t.impl());
   for (size_t i = 0; i < n_out; ++i) {
     Tensor t = results[i];
     const auto& alias = joint.output_aliases[i];
     if (alias && !joint.output_requires_grad[i]) {
       // Views of inputs stay views of the caller's tensors, even when functionalization wrote elsewhere.
-      t = primal(alias->source, args, joint).detach().as_strided(alias->sizes, alias->strides, alias->storage_offset);
+      t = primal(alias->source, args, lifted).detach().as_strided(alias->sizes, alias->strides, alias->storage_offset);
     } else if (std::find(seen.begin(), seen.end(), t.impl()) != seen.end()) {
       t = fresh_handle(t);
     }
@@ -238,7 +261,7 @@ TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorLi
   };
   auto node = std::make_shared<CompiledBackward>(runner, std::move(saved), std::move(tangent_metas),
                                                  entry->cudagraphs ? pending_backward_token() : nullptr);
-  for (const PrimalRef& p : joint.grad_primals) node->mutable_next_edges().push_back(gradient_edge(primal(p, args, joint)));
+  for (const PrimalRef& p : joint.grad_primals) node->mutable_next_edges().push_back(gradient_edge(primal(p, args, lifted)));
   for (size_t k = 0; k < diff_outputs.size(); ++k) {
     AutogradMeta& meta = outputs[diff_outputs[k]].impl()->autograd();
     meta.grad_fn = node;
@@ -261,14 +284,27 @@ CompiledFunction::CompiledFunction(GraphFn fn, CompileOptions options) : state_(
 }
 
 TensorList CompiledFunction::call(const TensorList& args) {
+  return call(CallArgs{args, input_display_names(args.size(), state_->options.input_names), {}});
+}
+
+TensorList CompiledFunction::call(const CallArgs& call) {
   State& s = *state_;
+  const TensorList& args = call.tensors;
   if (s.options.backend == "eager") return s.fn(args);
   std::shared_ptr<CompiledEntry> entry;
-  for (const auto& e : s.entries) {
-    if (!e->guards.check(args)) {
-      entry = e;
+  std::optional<std::string> reason;
+  for (auto it = s.entries.begin(); it != s.entries.end();) {
+    reason = (*it)->guards.check(args, call.host);
+    if (!reason) {
+      entry = *it;
       break;
     }
+    // An entry whose captured tensor is gone can never apply again: drop it (it holds graphs).
+    if ((*it)->num_lifted > 0 && !(*it)->guards.lifted()) {
+      it = s.entries.erase(it);
+      continue;
+    }
+    ++it;
   }
   if (!entry) {
     if (static_cast<int>(s.entries.size()) >= s.options.cache_limit) {
@@ -280,15 +316,14 @@ TensorList CompiledFunction::call(const TensorList& args) {
       record_fallback(s.counters, "cache_limit reached (" + std::to_string(s.options.cache_limit) + ")");
       return s.fn(args);
     }
-    if (!s.entries.empty()) {
-      const std::string reason = s.entries.back()->guards.check(args).value_or("unknown");
+    if (reason) {
       ++s.counters.recompiles;
-      s.counters.recompile_reasons.push_back(reason);
+      s.counters.recompile_reasons.push_back(*reason);
       ++global_counters().recompiles;
-      global_counters().recompile_reasons.push_back(reason);
-      log_line("recompiles", "recompiling: " + reason);
+      global_counters().recompile_reasons.push_back(*reason);
+      log_line("recompiles", "recompiling: " + *reason);
     }
-    entry = build_entry(s, args);
+    entry = build_entry(s, call);
     s.entries.push_back(entry);
   }
   if (entry->eager) return s.fn(args);
@@ -300,6 +335,12 @@ TensorList CompiledFunction::call(const TensorList& args) {
 }
 
 const CompileCounters& CompiledFunction::counters() const { return state_->counters; }
+
+TensorList CompiledFunction::captured() const {
+  for (auto it = state_->entries.rbegin(); it != state_->entries.rend(); ++it)
+    if (!(*it)->eager) return (*it)->guards.lifted().value_or(TensorList{});
+  return {};
+}
 
 const JointGraph* CompiledFunction::last_joint() const {
   for (auto it = state_->entries.rbegin(); it != state_->entries.rend(); ++it)

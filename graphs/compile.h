@@ -3,12 +3,15 @@
 
 #include <memory>
 #include <string>
+#include <cstdio>
 #include <tuple>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
 #include "graphs/counters.h"
+#include "graphs/guards.h"
 #include "graphs/joint.h"
 #include "graphs/partition.h"
 
@@ -28,12 +31,23 @@ namespace graphs {
 
 struct CompiledEntry;
 
+// One call, flattened: its tensors (graph inputs) with display names, and its non-tensor values.
+struct CallArgs {
+  TensorList tensors;
+  std::vector<std::string> names;  // per tensor: "input 'x'", "input 'xs'[1]"
+  std::vector<HostArgument> host;  // guarded by value
+};
+
 // The type-erased core of a compiled function: guards, cache, tracing, executors, counters.
 class CompiledFunction {
  public:
   CompiledFunction(GraphFn fn, CompileOptions options);
   // Runs the function on `args` (compiling for this signature on first sight).
   TensorList call(const TensorList& args);
+  // Runs the function on a flattened call (tensors plus non-tensor arguments guarded by value).
+  TensorList call(const CallArgs& call);
+  // Tensors captured by the most recent compilation, while they are all still alive.
+  TensorList captured() const;
   // What happened so far.
   const CompileCounters& counters() const;
   // Graphs of the most recent compilation (null before the first).
@@ -77,33 +91,138 @@ struct ResultAdapter<std::tuple<Ts...>> {
 
 }  // namespace graphs
 
-// A compiled callable: call it like the original function with Tensor arguments.
+namespace graphs::detail {
+
+template <typename T>
+struct is_vector : std::false_type {};
+template <typename T>
+struct is_vector<std::vector<T>> : std::true_type {};
+
+// How one argument of a compiled call is treated: a tensor, a list of tensors (flattened into graph
+// inputs), a host value guarded by value, or an object passed by reference (guarded by identity).
+template <typename A>
+struct ArgTraits {
+  using D = std::decay_t<A>;
+  static constexpr bool tensor = std::is_same_v<D, Tensor>;
+  static constexpr bool tensor_list = std::is_same_v<D, std::vector<Tensor>> || std::is_same_v<D, TensorList>;
+  static constexpr bool scalar = std::is_arithmetic_v<D> || std::is_same_v<D, std::string> ||
+                                 std::is_same_v<D, const char*> || std::is_same_v<D, char*>;
+  static constexpr bool int_list = is_vector<D>::value && !tensor_list;
+};
+
+template <typename D>
+HostValue to_host_value(const D& v) {
+  if constexpr (std::is_same_v<D, bool>) return HostValue(v);
+  else if constexpr (std::is_integral_v<D>) return HostValue(static_cast<int64_t>(v));
+  else if constexpr (std::is_floating_point_v<D>) return HostValue(static_cast<double>(v));
+  else return HostValue(std::string(v));
+}
+
+// Appends argument `a` (named `who`) to the flattened call.
+template <typename A>
+void flatten_arg(const A& a, const std::string& who, CallArgs& out) {
+  using T = ArgTraits<A>;
+  if constexpr (T::tensor) {
+    out.tensors.push_back(a);
+    out.names.push_back(who);
+  } else if constexpr (T::tensor_list) {
+    out.host.push_back({"len(" + who + ")", HostValue(static_cast<int64_t>(a.size()))});
+    for (size_t k = 0; k < a.size(); ++k) {
+      out.tensors.push_back(a[k]);
+      out.names.push_back(who + "[" + std::to_string(k) + "]");
+    }
+  } else if constexpr (T::scalar) {
+    out.host.push_back({who, to_host_value(a)});
+  } else if constexpr (T::int_list) {
+    static_assert(std::is_arithmetic_v<typename std::decay_t<A>::value_type>,
+                  "compiled functions take Tensors, std::vector<Tensor>, scalars, strings, vectors of numbers "
+                  "and objects by reference");
+    out.host.push_back({"len(" + who + ")", HostValue(static_cast<int64_t>(a.size()))});
+    for (size_t k = 0; k < a.size(); ++k) out.host.push_back({who + "[" + std::to_string(k) + "]", to_host_value(a[k])});
+  } else {
+    // An object by reference (a module): the graph is specialized on which object it is.
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%p", static_cast<const void*>(&a));
+    out.host.push_back({who + " (by reference)", HostValue(std::string("object at ") + buf)});
+  }
+}
+
+// What the traced function receives for argument `a`: graph inputs for tensors, the call's own
+// value otherwise. `pos` walks the flattened tensors.
+template <typename A>
+decltype(auto) unflatten_arg(std::remove_reference_t<A>& a, const TensorList& xs, size_t& pos) {
+  using T = ArgTraits<A>;
+  if constexpr (T::tensor) {
+    return Tensor(xs.at(pos++));
+  } else if constexpr (T::tensor_list) {
+    std::vector<Tensor> out(xs.begin() + static_cast<ptrdiff_t>(pos), xs.begin() + static_cast<ptrdiff_t>(pos + a.size()));
+    pos += a.size();
+    return out;
+  } else {
+    return (a);
+  }
+}
+
+template <typename A>
+using UnflatType = std::conditional_t<ArgTraits<A>::tensor, Tensor,
+                                      std::conditional_t<ArgTraits<A>::tensor_list, std::vector<Tensor>, std::remove_reference_t<A>&>>;
+
+}  // namespace graphs::detail
+
+// A compiled callable: call it like the original function. Arguments may mix Tensors,
+// std::vector<Tensor> (flattened into graph inputs), int64_t/double/bool/std::string and
+// std::vector<int64_t> (guarded by value: a change recompiles) and objects such as modules passed
+// by reference (guarded by identity).
 template <typename F>
 class Compiled {
  public:
-  Compiled(F fn, CompileOptions options) : fn_(std::make_shared<F>(std::move(fn))), options_(std::move(options)) {}
+  Compiled(F fn, CompileOptions options)
+      : fn_(std::make_shared<F>(std::move(fn))), options_(std::move(options)),
+        current_(std::make_shared<const void*>(nullptr)) {}
 
   template <typename... Args>
-  auto operator()(const Args&... args) {
-    static_assert((std::is_convertible_v<Args, Tensor> && ...), "compiled functions take Tensor arguments");
-    using R = std::decay_t<std::invoke_result_t<F&, const Args&...>>;
+  auto operator()(Args&&... args) {
+    using Tuple = std::tuple<Args&&...>;
+    using R = std::decay_t<std::invoke_result_t<F&, graphs::detail::UnflatType<Args>...>>;
     using Adapter = graphs::ResultAdapter<R>;
+    const std::type_info& signature = typeid(std::tuple<std::decay_t<Args>...>);
     if (!core_) {
       auto fn = fn_;
+      auto current = current_;
+      signature_ = &signature;
       core_ = std::make_shared<graphs::CompiledFunction>(
-          [fn](const TensorList& xs) {
+          [fn, current](const TensorList& xs) {
+            Tuple& call = *static_cast<Tuple*>(const_cast<void*>(*current));
             return [&]<size_t... I>(std::index_sequence<I...>) {
+              size_t pos = 0;
+              // Braced initialization evaluates left to right, so tensors are taken in order.
+              std::tuple<graphs::detail::UnflatType<Args>...> unflat{
+                  graphs::detail::unflatten_arg<Args>(std::get<I>(call), xs, pos)...};
               if constexpr (std::is_void_v<R>) {
-                (*fn)(xs.at(I)...);
+                std::apply(*fn, std::move(unflat));
                 return TensorList{};
               } else {
-                return Adapter::to_list((*fn)(xs.at(I)...));
+                return Adapter::to_list(std::apply(*fn, std::move(unflat)));
               }
             }(std::index_sequence_for<Args...>{});
           },
           options_);
     }
-    return Adapter::from_list(core_->call(TensorList{Tensor(args)...}));
+    TG_CHECK(*signature_ == signature, "[compile] a compiled function must be called with the same argument types "
+             "every time; first call: ", signature_->name(), ", now: ", signature.name());
+    Tuple call(std::forward<Args>(args)...);
+    graphs::CallArgs flat;
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      (graphs::detail::flatten_arg(std::get<I>(call), arg_name(I), flat), ...);
+    }(std::index_sequence_for<Args...>{});
+    const void* previous = *current_;
+    *current_ = &call;
+    struct Restore {
+      std::shared_ptr<const void*> slot;
+      const void* value;
+      ~Restore() { *slot = value; }
+    } restore{current_, previous};
+    return Adapter::from_list(core_->call(flat));
   }
 
   // Counters of this function (compilations, recompiles with reasons, fallbacks, op counts).
@@ -111,18 +230,26 @@ class Compiled {
   // Graphs of the most recent compilation.
   const graphs::JointGraph* last_joint() const { return core().last_joint(); }
   const graphs::Partition* last_partition() const { return core().last_partition(); }
+  // Tensors captured by the most recent compilation.
+  TensorList captured() const { return core().captured(); }
 
  private:
   const graphs::CompiledFunction& core() const {
     TG_CHECK(core_ != nullptr, "[compile] the function has not been called yet");
     return *core_;
   }
+  std::string arg_name(size_t i) const {
+    return i < options_.input_names.size() ? "input '" + options_.input_names[i] + "'" : "input " + std::to_string(i);
+  }
   std::shared_ptr<F> fn_;
   CompileOptions options_;
+  std::shared_ptr<const void*> current_;  // the call being run, read by the traced function
+  const std::type_info* signature_ = nullptr;
   std::shared_ptr<graphs::CompiledFunction> core_;
 };
 
-// Compiles `fn` (a callable taking Tensors and returning a Tensor, TensorList or tuple of Tensors).
+// Compiles `fn` (a callable taking Tensors, tensor lists, scalars, strings, integer lists or objects
+// by reference, and returning a Tensor, TensorList or tuple of Tensors).
 template <typename F>
 Compiled<F> compile(F fn, CompileOptions options = {}) {
   return Compiled<F>(std::move(fn), std::move(options));

@@ -31,9 +31,17 @@ std::optional<std::string> compare(const std::string& who, const ArgumentGuard& 
 
 }  // namespace
 
-Guards Guards::capture(const TensorList& args, const std::vector<std::string>& names) {
+std::vector<std::string> input_display_names(size_t n, const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n; ++i)
+    out.push_back(i < names.size() ? "input '" + names[i] + "'" : "input " + std::to_string(i));
+  return out;
+}
+
+Guards Guards::capture(const TensorList& args, std::vector<std::string> names, std::vector<HostArgument> host) {
   Guards g;
-  g.names_ = names;
+  g.names_ = std::move(names);
+  g.host_args_ = std::move(host);
   g.grad_enabled_ = is_grad_enabled();
   for (size_t i = 0; i < args.size(); ++i)
     g.args_.push_back(ArgumentGuard{meta_of(args[i]), args[i].requires_grad(), alias_index(args, i)});
@@ -41,17 +49,38 @@ Guards Guards::capture(const TensorList& args, const std::vector<std::string>& n
 }
 
 void Guards::add_lifted(const TensorList& lifted) {
-  lifted_ = lifted;
-  for (const Tensor& t : lifted) lifted_guards_.push_back(ArgumentGuard{meta_of(t), t.requires_grad(), -1});
+  for (const Tensor& t : lifted)
+    lifted_.push_back(LiftedGuard{t.impl_ptr(), t.impl()->storage(), ArgumentGuard{meta_of(t), t.requires_grad(), -1}});
 }
 
-std::string Guards::name(size_t i) const {
-  return i < names_.size() ? "input '" + names_[i] + "'" : "input " + std::to_string(i);
+void Guards::add_host_value(HostValueGuard g) {
+  for (const HostValueGuard& h : host_values_)
+    if (h.name == g.name && h.owner == g.owner) return;
+  host_values_.push_back(std::move(g));
 }
 
-std::optional<std::string> Guards::check(const TensorList& args) const {
+std::optional<TensorList> Guards::lifted() const {
+  TensorList out;
+  out.reserve(lifted_.size());
+  for (const LiftedGuard& l : lifted_) {
+    std::shared_ptr<TensorImpl> t = l.tensor.lock();
+    if (!t || t->storage() != l.storage.lock()) return std::nullopt;
+    out.push_back(Tensor(std::move(t)));
+  }
+  return out;
+}
+
+std::string Guards::name(size_t i) const { return i < names_.size() ? names_[i] : "input " + std::to_string(i); }
+
+std::optional<std::string> Guards::check(const TensorList& args, const std::vector<HostArgument>& host) const {
   if (args.size() != args_.size())
-    return "expected " + std::to_string(args_.size()) + " inputs, got " + std::to_string(args.size());
+    return "expected " + std::to_string(args_.size()) + " tensor inputs, got " + std::to_string(args.size());
+  if (host.size() != host_args_.size())
+    return "expected " + std::to_string(host_args_.size()) + " non-tensor inputs, got " + std::to_string(host.size());
+  for (size_t i = 0; i < host.size(); ++i)
+    if (host[i].value != host_args_[i].value)
+      return host_args_[i].name + " changed: expected " + host_value_str(host_args_[i].value) + ", got " +
+             host_value_str(host[i].value);
   if (is_grad_enabled() != grad_enabled_)
     return "grad mode mismatch: expected " + bool_str(grad_enabled_) + ", got " + bool_str(is_grad_enabled());
   for (size_t i = 0; i < args.size(); ++i) {
@@ -63,8 +92,19 @@ std::optional<std::string> Guards::check(const TensorList& args) const {
       return name(i) + " is not " + name(static_cast<size_t>(alias));
     }
   }
-  for (size_t i = 0; i < lifted_.size(); ++i)
-    if (auto r = compare("captured tensor " + std::to_string(i), lifted_guards_[i], lifted_[i])) return r;
+  for (size_t i = 0; i < lifted_.size(); ++i) {
+    const std::string who = "captured tensor 'lifted" + std::to_string(i) + "'";
+    std::shared_ptr<TensorImpl> t = lifted_[i].tensor.lock();
+    if (!t || t->storage() != lifted_[i].storage.lock()) return who + " was replaced";
+    if (auto r = compare(who, lifted_[i].guard, Tensor(std::move(t)))) return r;
+  }
+  for (const HostValueGuard& h : host_values_) {
+    std::optional<HostValue> now = h.reader();
+    if (!now) return "host value '" + h.name + "' is gone (its owner was destroyed)";
+    if (*now != h.expected)
+      return "host value '" + h.name + "' changed: expected " + host_value_str(h.expected) + ", got " +
+             host_value_str(*now);
+  }
   return std::nullopt;
 }
 

@@ -48,8 +48,8 @@ TEST(Compile, CapturedParametersAreLiftedByIdentity) {
   graphs::CompiledFunction compiled(fn, aot());
   Tensor x = random_tensor({2, 4}, kFloat32);
   Tensor out = compiled.call({x})[0];
-  ASSERT_EQ(compiled.last_joint()->lifted.size(), 1u);
-  EXPECT_TRUE(compiled.last_joint()->lifted[0].is_same(w));
+  ASSERT_EQ(compiled.captured().size(), 1u);
+  EXPECT_TRUE(compiled.captured()[0].is_same(w));
   out.backward();
   Tensor expected_grad;
   {
