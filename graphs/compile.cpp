@@ -194,7 +194,7 @@ std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const Cal
   return entry;
 }
 
-// Gives an output its own TensorImpl when it is a caller's tensor or repeats an earlier output,
+// Gives an output its own TensorImpl when it is a caller's tensor, a saved value or repeats an earlier output,
 // so attaching autograd state never touches the caller's tensor.
 Tensor fresh_handle(const Tensor& t) {
   const TensorImpl& i = *t.impl();
@@ -230,6 +230,9 @@ TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorLi
   std::vector<const TensorImpl*> seen;
   for (const Tensor& t : args) seen.push_back(t.impl());
   for (const Tensor& t : lifted) seen.push_back(t.impl());
+  // An output that is also saved for backward gets its own handle: the saved tensor must not carry
+  // the grad_fn that holds it (a cycle that outlives the call whenever backward keeps the graph).
+  for (const Tensor& t : saved) seen.push_back(t.impl());
   for (size_t i = 0; i < n_out; ++i) {
     Tensor t = results[i];
     const auto& alias = joint.output_aliases[i];
