@@ -339,6 +339,43 @@ TensorList CompiledFunction::call(const CallArgs& call) {
 
 const CompileCounters& CompiledFunction::counters() const { return state_->counters; }
 
+ExportedForward::ExportedForward(const GraphFn& fn, const TensorList& sample_inputs) {
+  for (const Tensor& t : sample_inputs) input_metas_.push_back(meta_of(t));
+  NoGradGuard no_grad;  // trace_joint = false: no backward is traced
+  joint_ = std::make_shared<JointGraph>(trace_joint(fn, sample_inputs));
+  TG_CHECK(joint_->grad_primals.empty(), "[export] the function turned grad mode on; an exported forward graph "
+           "cannot hold a backward");
+}
+
+TensorList ExportedForward::operator()(const TensorList& inputs) const {
+  TG_CHECK(inputs.size() == input_metas_.size(), "[export] expected ", input_metas_.size(), " inputs, got ",
+           inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorMeta& m = input_metas_[i];
+    TG_CHECK(inputs[i].sizes() == m.sizes && inputs[i].dtype() == m.dtype && inputs[i].device() == m.device,
+             "[export] input ", i, " was exported as ", shape_str(m.sizes), " ", dtype_name(m.dtype), " on ",
+             m.device.str(), ", got ", shape_str(inputs[i].sizes()), " ", dtype_name(inputs[i].dtype()), " on ",
+             inputs[i].device().str());
+  }
+  NoGradGuard no_grad;
+  const Graph& g = joint_->graph;
+  TensorList graph_inputs;
+  for (const GraphInput& in : g.inputs) graph_inputs.push_back(primal({in.kind, in.index}, inputs, joint_->lifted));
+  Interpreter interpreter(g);
+  TensorList results = interpreter.run(graph_inputs);
+  const size_t n_out = joint_->num_user_outputs;
+  for (size_t m = 0; m < joint_->mutated.size(); ++m) {
+    Tensor target = primal(joint_->mutated[m], inputs, joint_->lifted);
+    target.copy_(results[n_out + m]);
+  }
+  results.resize(n_out);
+  return results;
+}
+
+ExportedForward export_forward(const GraphFn& fn, const TensorList& sample_inputs) {
+  return ExportedForward(fn, sample_inputs);
+}
+
 TensorList CompiledFunction::captured() const {
   for (auto it = state_->entries.rbegin(); it != state_->entries.rend(); ++it)
     if (!(*it)->eager) return (*it)->guards.lifted().value_or(TensorList{});

@@ -61,6 +61,27 @@ class CompiledFunction {
   std::shared_ptr<State> state_;
 };
 
+// The forward graph of a function, traced once for sample inputs without tracing the joint
+// (AOTAutograd's aot_export_joint_simple with trace_joint=False). It runs on new inputs of the
+// same signature; nothing is guarded and no gradients flow through it.
+class ExportedForward {
+ public:
+  ExportedForward(const GraphFn& fn, const TensorList& sample_inputs);
+  // The traced forward graph: inputs are the arguments, then the captured tensors.
+  const Graph& graph() const { return joint_->graph; }
+  // Tensors the function captured (parameters), inputs of the graph after the arguments.
+  const TensorList& captured() const { return joint_->lifted; }
+  // Runs the graph; inputs the function wrote into receive the writes, as in eager.
+  TensorList operator()(const TensorList& inputs) const;
+
+ private:
+  std::shared_ptr<JointGraph> joint_;
+  std::vector<TensorMeta> input_metas_;
+};
+
+// Exports the forward graph of `fn` for `sample_inputs` (trace_joint = false).
+ExportedForward export_forward(const GraphFn& fn, const TensorList& sample_inputs);
+
 // Tensor, TensorList, std::vector<Tensor> or std::tuple of Tensors <-> TensorList.
 template <typename R>
 struct ResultAdapter;

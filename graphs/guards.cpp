@@ -73,14 +73,14 @@ std::optional<TensorList> Guards::lifted() const {
 std::string Guards::name(size_t i) const { return i < names_.size() ? names_[i] : "input " + std::to_string(i); }
 
 std::optional<std::string> Guards::check(const TensorList& args, const std::vector<HostArgument>& host) const {
-  if (args.size() != args_.size())
-    return "expected " + std::to_string(args_.size()) + " tensor inputs, got " + std::to_string(args.size());
   if (host.size() != host_args_.size())
     return "expected " + std::to_string(host_args_.size()) + " non-tensor inputs, got " + std::to_string(host.size());
   for (size_t i = 0; i < host.size(); ++i)
     if (host[i].value != host_args_[i].value)
       return host_args_[i].name + " changed: expected " + host_value_str(host_args_[i].value) + ", got " +
              host_value_str(host[i].value);
+  if (args.size() != args_.size())
+    return "expected " + std::to_string(args_.size()) + " tensor inputs, got " + std::to_string(args.size());
   if (is_grad_enabled() != grad_enabled_)
     return "grad mode mismatch: expected " + bool_str(grad_enabled_) + ", got " + bool_str(is_grad_enabled());
   for (size_t i = 0; i < args.size(); ++i) {
