@@ -15,6 +15,7 @@
 #include "graphs/logs.h"
 #include "graphs/reinplace.h"
 #include "ops/copy.h"
+#include "ops/dispatch.h"
 #include "ops/view.h"
 
 namespace tg::graphs {
@@ -357,13 +358,20 @@ TensorList ExportedForward::operator()(const TensorList& inputs) const {
              m.device.str(), ", got ", shape_str(inputs[i].sizes()), " ", dtype_name(inputs[i].dtype()), " on ",
              inputs[i].device().str());
   }
-  NoGradGuard no_grad;
+  // Node by node through the dispatcher, as eager code: it records the tape and can be traced.
   const Graph& g = joint_->graph;
-  TensorList graph_inputs;
-  for (const GraphInput& in : g.inputs) graph_inputs.push_back(primal({in.kind, in.index}, inputs, joint_->lifted));
-  Interpreter interpreter(g);
-  TensorList results = interpreter.run(graph_inputs);
+  std::vector<Tensor> env(g.values.size());
+  for (const GraphInput& in : g.inputs) env[static_cast<size_t>(in.value)] = primal({in.kind, in.index}, inputs, joint_->lifted);
+  for (const GraphNode& node : g.nodes) {
+    TensorList node_inputs;
+    for (ValueId v : node.inputs) node_inputs.push_back(env[static_cast<size_t>(v)]);
+    TensorList outs = dispatch(node.op, std::move(node_inputs));
+    for (size_t k = 0; k < node.outputs.size(); ++k) env[static_cast<size_t>(node.outputs[k])] = outs[k];
+  }
+  TensorList results;
+  for (ValueId v : g.outputs) results.push_back(env[static_cast<size_t>(v)]);
   const size_t n_out = joint_->num_user_outputs;
+  NoGradGuard no_grad;
   for (size_t m = 0; m < joint_->mutated.size(); ++m) {
     Tensor target = primal(joint_->mutated[m], inputs, joint_->lifted);
     target.copy_(results[n_out + m]);

@@ -63,7 +63,7 @@ class CompiledFunction {
 
 // The forward graph of a function, traced once for sample inputs without tracing the joint
 // (AOTAutograd's aot_export_joint_simple with trace_joint=False). It runs on new inputs of the
-// same signature; nothing is guarded and no gradients flow through it.
+// same signature (nothing is guarded), op by op through the dispatcher like eager code.
 class ExportedForward {
  public:
   ExportedForward(const GraphFn& fn, const TensorList& sample_inputs);

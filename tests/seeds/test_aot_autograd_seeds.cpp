@@ -1,6 +1,7 @@
 // C++ ports of PyTorch's test/dynamo/test_aot_autograd.py (the seed), backend aot_eager.
 // Each TEST names the seed case it ports. Not ported here: test_LSTM and the convolution cases
 // (those modules do not exist yet), and cases that only exercise Python-side tooling.
+// test_call_fn_with_non_const_inputs_aot_safe uses a Linear where the seed uses a Conv2d.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include "autograd/function.h"
 #include "graphs/compile.h"
 #include "graphs/testing/parity.h"
+#include "nn/nn.h"
 #include "support/test_support.h"
 
 namespace tg {
@@ -386,6 +388,162 @@ TEST(AotAutogradSeed, test_data_ptr_access_copy) {
   Tensor y = x;  // NOLINT: the copy is the point
   EXPECT_EQ(y.sizes(), x.sizes());
   EXPECT_THROW_MSG(y.raw_data(), "Cannot access data pointer");
+}
+
+
+// The seed's module F of the test_arg_dupe_via_dynamo_recompiles_many_* cases: a.trunc_(),
+// b.trunc_(), then a sum with the parameter `mean`.
+Tensor trunc_sum(Tensor a, Tensor b, const Tensor& mean) {
+  a.trunc_();
+  b.trunc_();
+  return a + b + mean;
+}
+
+// Compiled f(x, x) then f(x, y) (fresh clones each) against eager: two compilations, the alias
+// guard named as the reason. `call(f, a, b)` invokes f with the two tensors in their places.
+template <typename Fn, typename Call>
+void expect_dupe_then_distinct(Fn fn, const std::vector<std::string>& names, Call call, const std::string& reason) {
+  Tensor a = randn({3, 3}).requires_grad_(true), b = randn({3, 3}).requires_grad_(true);
+  auto f = compile(fn, {.backend = "aot_eager", .input_names = names});
+  Tensor a1 = a.clone(), e1 = a.clone();
+  expect_close(call(f, a1, a1), call(fn, e1, e1));
+  expect_close(a1, e1);
+  Tensor a2 = a.clone(), b2 = b.clone(), ea2 = a.clone(), eb2 = b.clone();
+  expect_close(call(f, a2, b2), call(fn, ea2, eb2));
+  expect_close(b2, eb2);
+  EXPECT_EQ(f.counters().compilations, 2);  // frame_count
+  ASSERT_EQ(f.counters().recompile_reasons.size(), 1u);
+  EXPECT_EQ(f.counters().recompile_reasons[0], reason);
+}
+
+// Seed: test_arg_dupe_via_dynamo_recompiles_many_args_param_non_tensor_arg (ints 2 and then 3).
+TEST(AotAutogradSeed, test_arg_dupe_via_dynamo_recompiles_many_args_param_non_tensor_arg) {
+  Tensor mean = randn({3, 3}).requires_grad_(true);
+  auto fn = [&mean](const Tensor& a, const Tensor& b, int64_t e, int64_t f) {
+    return trunc_sum(a, b, mean) * static_cast<double>(e) * static_cast<double>(f);
+  };
+  for (int64_t k : {2, 3})
+    expect_dupe_then_distinct(fn, {"a", "b", "e", "f"},
+                              [k](auto& f, const Tensor& a, const Tensor& b) { return f(a, b, k, k); },
+                              "input 'b' is input 'a'");
+}
+
+// Seed: test_arg_dupe_via_dynamo_recompiles_many_with_global (a captured z that is `a` itself).
+TEST(AotAutogradSeed, test_arg_dupe_via_dynamo_recompiles_many_with_global) {
+  Tensor mean = randn({3, 3}).requires_grad_(true);
+  Tensor z = randn({3, 3}).requires_grad_(true);
+  auto fn = [&](const Tensor& a, const Tensor& b, int64_t e, int64_t f) {
+    return (trunc_sum(a, b, mean) + z) * static_cast<double>(e) * static_cast<double>(f);
+  };
+  expect_dupe_then_distinct(fn, {"a", "b", "e", "f"},
+                            [](auto& f, const Tensor& a, const Tensor& b) { return f(a, b, int64_t{2}, int64_t{2}); },
+                            "input 'b' is input 'a'");
+}
+
+// Seed: test_arg_dupe_via_dynamo_recompiles_many_args_param_non_tensor_arg_list (lists e and f first).
+TEST(AotAutogradSeed, test_arg_dupe_via_dynamo_recompiles_many_args_param_non_tensor_arg_list) {
+  Tensor mean = randn({3, 3}).requires_grad_(true);
+  auto fn = [&mean](const std::vector<int64_t>& e, const std::vector<int64_t>& f, const Tensor& a, const Tensor& b) {
+    return trunc_sum(a, b, mean) * static_cast<double>(e[0]) * static_cast<double>(f[0]);
+  };
+  for (int pass = 0; pass < 2; ++pass)
+    expect_dupe_then_distinct(fn, {"e", "f", "a", "b"},
+                              [](auto& f, const Tensor& a, const Tensor& b) {
+                                return f(std::vector<int64_t>{3, 2, 1}, std::vector<int64_t>{4, 5, 6}, a, b);
+                              },
+                              "input 'b' is input 'a'");
+}
+
+// Seed: test_arg_dupe_via_dynamo_recompiles_many_args_param.
+TEST(AotAutogradSeed, test_arg_dupe_via_dynamo_recompiles_many_args_param) {
+  Tensor mean = randn({3, 3}).requires_grad_(true);
+  auto fn = [&mean](const Tensor& a, const Tensor& b) { return trunc_sum(a, b, mean); };
+  for (int pass = 0; pass < 2; ++pass)
+    expect_dupe_then_distinct(fn, {"a", "b"}, [](auto& f, const Tensor& a, const Tensor& b) { return f(a, b); },
+                              "input 'b' is input 'a'");
+}
+
+// Seed: test_arg_dupe_via_dynamo_recompiles_many_args: f(a1, a1, a1, a1) then f(a2, b2, b2, b2);
+// then f(a3, b3, c3, c3) and f(a4, b4, c4, d4).
+TEST(AotAutogradSeed, test_arg_dupe_via_dynamo_recompiles_many_args) {
+  auto fn = [](Tensor a, Tensor b, Tensor c, Tensor d) {
+    a.trunc_();
+    b.trunc_();
+    c.trunc_();
+    d.trunc_();
+    return std::make_tuple(a + b + c + d);
+  };
+  const std::vector<std::string> names{"a", "b", "c", "d"};
+  Tensor a = randn({3, 3}).requires_grad_(true), b = randn({3, 3}).requires_grad_(true);
+  {
+    auto f = compile(fn, {.backend = "aot_eager", .input_names = names});
+    Tensor a1 = a.clone(), e1 = a.clone();
+    expect_close(std::get<0>(f(a1, a1, a1, a1)), std::get<0>(fn(e1, e1, e1, e1)));
+    Tensor a2 = a.clone(), b2 = b.clone(), ea2 = a.clone(), eb2 = b.clone();
+    expect_close(std::get<0>(f(a2, b2, b2, b2)), std::get<0>(fn(ea2, eb2, eb2, eb2)));
+    EXPECT_EQ(f.counters().compilations, 2);
+    ASSERT_EQ(f.counters().recompile_reasons.size(), 1u);
+    EXPECT_EQ(f.counters().recompile_reasons[0], "input 'b' is input 'a'");
+  }
+  Tensor c = randn({3, 3}).requires_grad_(true), d = randn({3, 3}).requires_grad_(true);
+  auto f = compile(fn, {.backend = "aot_eager", .input_names = names});
+  Tensor a3 = a.clone(), b3 = b.clone(), c3 = c.clone();
+  Tensor ea3 = a.clone(), eb3 = b.clone(), ec3 = c.clone();
+  expect_close(std::get<0>(f(a3, b3, c3, c3)), std::get<0>(fn(ea3, eb3, ec3, ec3)));
+  Tensor a4 = a.clone(), b4 = b.clone(), c4 = c.clone(), d4 = d.clone();
+  Tensor ea4 = a.clone(), eb4 = b.clone(), ec4 = c.clone(), ed4 = d.clone();
+  expect_close(std::get<0>(f(a4, b4, c4, d4)), std::get<0>(fn(ea4, eb4, ec4, ed4)));
+  EXPECT_EQ(f.counters().compilations, 2);
+  ASSERT_EQ(f.counters().recompile_reasons.size(), 1u);
+  EXPECT_EQ(f.counters().recompile_reasons[0], "input 'd' is input 'c'");
+}
+
+// Seed: test_call_fn_with_non_const_inputs_aot_safe: a module whose forward calls a helper with its
+// child's parameters passed explicitly; the exported graph matches eager and runs under aot_eager.
+TEST(AotAutogradSeed, test_call_fn_with_non_const_inputs_aot_safe) {
+  struct ModuleSpecialFwd {
+    nn::Linear layer{10, 20};
+    Tensor forward_with(const Tensor& x, const Tensor& w, const Tensor& b) { return x.matmul(w.t()) + b; }
+    Tensor forward(const Tensor& x) { return forward_with(x, layer.weight(), layer.bias()); }
+  } mod;
+  Tensor rx = randn({3, 10, 10});
+  Tensor real = mod.forward(rx);
+  auto graph = graphs::export_forward([&mod](const TensorList& xs) { return TensorList{mod.forward(xs[0])}; }, {rx});
+  expect_close(graph({rx})[0], real, 1e-5, 1e-6);
+  auto aot_fn = compile([&graph](const Tensor& x) { return graph({x})[0]; }, kAot);
+  expect_close(aot_fn(rx), real, 1e-5, 1e-6);
+  EXPECT_EQ(aot_fn.counters().compilations, 1);
+}
+
+// Seed: test_multiple_aot_autograd_calls_dupe_args: the graph split in two compiled pieces, the
+// first returning (y, y) for small inputs, so the second sees duplicated arguments and writes one.
+TEST(AotAutogradSeed, test_multiple_aot_autograd_calls_dupe_args) {
+  auto maybe_dupe_op = [](const Tensor& x) {
+    Tensor y = x + 1, z = x + 2;
+    return x.numel() < 5 ? std::make_tuple(y, y) : std::make_tuple(y, z);
+  };
+  auto mul_inplace = [](Tensor b, const Tensor& c) { return std::make_tuple(b.mul_(c)); };
+  auto submod_0 = compile(maybe_dupe_op, kAot);
+  auto submod_1 = compile(mul_inplace, kAot);
+  auto f = [&](const Tensor& a) {
+    auto [b, c] = submod_0(a);
+    return std::get<0>(submod_1(b, c));
+  };
+  expect_close(f(ones({4})), full({4}, 4.0));  // (1 + 1) * (1 + 1), b and c one tensor
+  expect_close(f(ones({6})), full({6}, 6.0));  // (1 + 1) * (1 + 2)
+  EXPECT_EQ(submod_1.counters().compilations, 2);
+}
+
+// Seed: test_aot_export_joint_simple_repro: the backend exports the forward graph of a module
+// with trace_joint = false and runs it.
+TEST(AotAutogradSeed, test_aot_export_joint_simple_repro) {
+  nn::Linear linear(5, 7);
+  auto model = [&linear](const TensorList& xs) { return TensorList{linear(xs[0])}; };
+  Tensor sample = rand({3, 4, 5});
+  Tensor out_ref = model({sample})[0];
+  graphs::ExportedForward exported = graphs::export_forward(model, {sample});
+  expect_close(exported({sample})[0], out_ref, 1e-5, 1e-6);
+  EXPECT_EQ(exported.captured().size(), 2u);  // weight and bias
 }
 
 }  // namespace
