@@ -31,7 +31,6 @@ struct CompiledEntry {
   bool cudagraphs = false;  // executors are CUDA graph executors
   std::vector<bool> written_in_graph;  // per mutated input: the forward graph writes it itself
   Graph forward_graph;                 // the partition's forward graph as executed (reinplaced)
-  size_t num_lifted = 0;               // captured tensors (held weakly by the guards)
 };
 
 struct CompiledFunction::State {
@@ -45,21 +44,10 @@ struct CompiledFunction::State {
 
 namespace {
 
-const Tensor& primal(const PrimalRef& p, const TensorList& args, const TensorList& lifted) {
-  return p.kind == InputKind::Argument ? args[static_cast<size_t>(p.index)] : lifted[static_cast<size_t>(p.index)];
+// An argument of this call, or a captured tensor (as locked for this call).
+const Tensor& primal(const PrimalRef& p, const TensorList& args, const TensorList& captured) {
+  return p.kind == InputKind::Argument ? args[static_cast<size_t>(p.index)] : captured[static_cast<size_t>(p.index)];
 }
-
-// Collects the host values that code declares while it is traced into the entry's guards.
-class EntryHostSink final : public HostGuardSink {
- public:
-  explicit EntryHostSink(Guards& guards) : guards_(guards) {}
-  void declare(const std::string& name, const HostValue& current, HostValueReader reader, const void* owner) override {
-    guards_.add_host_value(HostValueGuard{name, current, std::move(reader), owner});
-  }
-
- private:
-  Guards& guards_;
-};
 
 void add_counts(std::map<std::string, int>& into, const std::map<std::string, int>& counts) {
   for (const auto& [name, n] : counts) into[name] += n;
@@ -147,8 +135,6 @@ std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const Cal
   entry->guards = Guards::capture(args, call.names, call.host);
   const bool grad_before = is_grad_enabled();
   try {
-    EntryHostSink sink(entry->guards);
-    ScopedHostGuardSink declare_into(&sink);
     entry->joint = trace_joint(s.fn, args);
   } catch (const Error& e) {
     const bool data_dependent = dynamic_cast<const DataDependentError*>(&e) != nullptr;
@@ -163,10 +149,10 @@ std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const Cal
     return entry;
   }
   set_grad_enabled(grad_before);
-  // Captured tensors are held weakly from here on (the guards see a rebinding, and the entry
-  // never keeps a tensor, or the autograd graph hanging off it, alive).
-  entry->guards.add_lifted(entry->joint.lifted);
-  entry->num_lifted = entry->joint.lifted.size();
+  entry->guards.add_captured(entry->joint.lifted);
+  entry->guards.add_host_guards(std::move(entry->joint.host_guards));
+  entry->joint.host_guards.clear();
+  // From here on captured tensors are held weakly, by the guards: a rebinding is seen, not hidden.
   entry->joint.lifted.clear();
   entry->partition = partition(entry->joint, s.partitioner);
   make_executors(s, *entry, args);
@@ -195,7 +181,7 @@ std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const Cal
   return entry;
 }
 
-// Gives an output its own TensorImpl when it is a caller's tensor, a saved value or repeats an earlier output,
+// Gives an output its own TensorImpl when it is a caller's tensor or repeats an earlier output,
 // so attaching autograd state never touches the caller's tensor.
 Tensor fresh_handle(const Tensor& t) {
   const TensorImpl& i = *t.impl();
@@ -204,13 +190,11 @@ Tensor fresh_handle(const Tensor& t) {
 
 TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorList& args) {
   const JointGraph& joint = entry->joint;
-  std::optional<TensorList> lifted_now = entry->guards.lifted();
-  TG_CHECK(lifted_now.has_value(), "[compile] a captured tensor was replaced after the guards were checked");
-  const TensorList& lifted = *lifted_now;
   const Graph& fw = entry->forward_graph;
+  const TensorList captured = entry->guards.lock_captured();
   TensorList fw_inputs;
   fw_inputs.reserve(fw.inputs.size());
-  for (const GraphInput& in : fw.inputs) fw_inputs.push_back(primal({in.kind, in.index}, args, lifted));
+  for (const GraphInput& in : fw.inputs) fw_inputs.push_back(primal({in.kind, in.index}, args, captured));
   TensorList results = entry->forward->run(fw_inputs);
 
   const size_t n_out = joint.num_user_outputs;
@@ -220,26 +204,27 @@ TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorLi
     NoGradGuard no_grad;
     for (size_t i = 0; i < n_mut; ++i) {
       if (!entry->written_in_graph.empty() && entry->written_in_graph[i]) continue;
-      Tensor target = primal(joint.mutated[i], args, lifted);
+      Tensor target = primal(joint.mutated[i], args, captured);
       target.copy_(results[n_out + i]);
     }
   }
-  TensorList saved(results.begin() + static_cast<ptrdiff_t>(n_out + n_mut), results.end());
+  // Saved values get handles of their own: one that is also an output would otherwise hold, through
+  // its grad_fn, the node that saves it, and a graph kept for double backward would never be freed.
+  TensorList saved;
+  saved.reserve(results.size() - n_out - n_mut);
+  for (size_t i = n_out + n_mut; i < results.size(); ++i) saved.push_back(fresh_handle(results[i]));
 
   TensorList outputs;
   outputs.reserve(n_out);
   std::vector<const TensorImpl*> seen;
   for (const Tensor& t : args) seen.push_back(t.impl());
-  for (const Tensor& t : lifted) seen.push_back(t.impl());
-  // An output that is also saved for backward gets its own handle: the saved tensor must not carry
-  // the grad_fn that holds it (a cycle that outlives the call whenever backward keeps the graph).
-  for (const Tensor& t : saved) seen.push_back(t.impl());
+  for (const Tensor& t : captured) seen.push_back(t.impl());
   for (size_t i = 0; i < n_out; ++i) {
     Tensor t = results[i];
     const auto& alias = joint.output_aliases[i];
     if (alias && !joint.output_requires_grad[i]) {
       // Views of inputs stay views of the caller's tensors, even when functionalization wrote elsewhere.
-      t = primal(alias->source, args, lifted).detach().as_strided(alias->sizes, alias->strides, alias->storage_offset);
+      t = primal(alias->source, args, captured).detach().as_strided(alias->sizes, alias->strides, alias->storage_offset);
     } else if (std::find(seen.begin(), seen.end(), t.impl()) != seen.end()) {
       t = fresh_handle(t);
     }
@@ -265,7 +250,8 @@ TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorLi
   };
   auto node = std::make_shared<CompiledBackward>(runner, std::move(saved), std::move(tangent_metas),
                                                  entry->cudagraphs ? pending_backward_token() : nullptr);
-  for (const PrimalRef& p : joint.grad_primals) node->mutable_next_edges().push_back(gradient_edge(primal(p, args, lifted)));
+  for (const PrimalRef& p : joint.grad_primals)
+    node->mutable_next_edges().push_back(gradient_edge(primal(p, args, captured)));
   for (size_t k = 0; k < diff_outputs.size(); ++k) {
     AutogradMeta& meta = outputs[diff_outputs[k]].impl()->autograd();
     meta.grad_fn = node;
@@ -303,8 +289,9 @@ TensorList CompiledFunction::call(const CallArgs& call) {
       entry = *it;
       break;
     }
-    // An entry whose captured tensor is gone can never apply again: drop it (it holds graphs).
-    if ((*it)->num_lifted > 0 && !(*it)->guards.lifted()) {
+    // An entry whose captured tensor is gone can never apply again: drop it and its graphs, so a
+    // loop that rebinds its weights retraces instead of filling the cache and running eagerly.
+    if (!(*it)->guards.captured_alive()) {
       it = s.entries.erase(it);
       continue;
     }
@@ -384,11 +371,6 @@ ExportedForward export_forward(const GraphFn& fn, const TensorList& sample_input
   return ExportedForward(fn, sample_inputs);
 }
 
-TensorList CompiledFunction::captured() const {
-  for (auto it = state_->entries.rbegin(); it != state_->entries.rend(); ++it)
-    if (!(*it)->eager) return (*it)->guards.lifted().value_or(TensorList{});
-  return {};
-}
 
 const JointGraph* CompiledFunction::last_joint() const {
   for (auto it = state_->entries.rbegin(); it != state_->entries.rend(); ++it)

@@ -46,8 +46,6 @@ class CompiledFunction {
   TensorList call(const TensorList& args);
   // Runs the function on a flattened call (tensors plus non-tensor arguments guarded by value).
   TensorList call(const CallArgs& call);
-  // Tensors captured by the most recent compilation, while they are all still alive.
-  TensorList captured() const;
   // What happened so far.
   const CompileCounters& counters() const;
   // Graphs of the most recent compilation (null before the first).
@@ -251,8 +249,6 @@ class Compiled {
   // Graphs of the most recent compilation.
   const graphs::JointGraph* last_joint() const { return core().last_joint(); }
   const graphs::Partition* last_partition() const { return core().last_partition(); }
-  // Tensors captured by the most recent compilation.
-  TensorList captured() const { return core().captured(); }
 
  private:
   const graphs::CompiledFunction& core() const {

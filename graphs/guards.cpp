@@ -1,5 +1,7 @@
 #include "graphs/guards.h"
 
+#include <sstream>
+
 #include "autograd/grad_mode.h"
 
 namespace tg::graphs {
@@ -31,6 +33,18 @@ std::optional<std::string> compare(const std::string& who, const ArgumentGuard& 
 
 }  // namespace
 
+std::string host_value_str(const HostValue& v) {
+  if (const bool* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
+  if (const int64_t* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  if (const double* d = std::get_if<double>(&v)) {
+    std::ostringstream os;
+    os.precision(17);
+    os << *d;
+    return os.str();
+  }
+  return "'" + std::get<std::string>(v) + "'";
+}
+
 std::vector<std::string> input_display_names(size_t n, const std::vector<std::string>& names) {
   std::vector<std::string> out;
   for (size_t i = 0; i < n; ++i)
@@ -48,29 +62,38 @@ Guards Guards::capture(const TensorList& args, std::vector<std::string> names, s
   return g;
 }
 
-void Guards::add_lifted(const TensorList& lifted) {
-  for (const Tensor& t : lifted)
-    lifted_.push_back(LiftedGuard{t.impl_ptr(), t.impl()->storage(), ArgumentGuard{meta_of(t), t.requires_grad(), -1}});
+void Guards::add_captured(const TensorList& captured) {
+  for (const Tensor& t : captured)
+    captured_.push_back(CapturedGuard{t.impl_ptr(), t.impl()->storage().get(),
+                                      ArgumentGuard{meta_of(t), t.requires_grad(), -1}});
 }
 
-void Guards::add_host_value(HostValueGuard g) {
-  for (const HostValueGuard& h : host_values_)
-    if (h.name == g.name && h.owner == g.owner) return;
-  host_values_.push_back(std::move(g));
+void Guards::add_host_guards(std::vector<HostGuard> guards) {
+  for (HostGuard& g : guards) host_.push_back(std::move(g));
 }
 
-std::optional<TensorList> Guards::lifted() const {
+TensorList Guards::lock_captured() const {
   TensorList out;
-  out.reserve(lifted_.size());
-  for (const LiftedGuard& l : lifted_) {
-    std::shared_ptr<TensorImpl> t = l.tensor.lock();
-    if (!t || t->storage() != l.storage.lock()) return std::nullopt;
-    out.push_back(Tensor(std::move(t)));
+  out.reserve(captured_.size());
+  for (const CapturedGuard& c : captured_) {
+    std::shared_ptr<TensorImpl> impl = c.tensor.lock();
+    TG_CHECK(impl != nullptr, "[compile] internal error: a captured tensor expired after its guard passed");
+    out.emplace_back(std::move(impl));
   }
   return out;
 }
 
-std::string Guards::name(size_t i) const { return i < names_.size() ? names_[i] : "input " + std::to_string(i); }
+std::string Guards::name(size_t i) const {
+  return i < names_.size() ? names_[i] : "input " + std::to_string(i);
+}
+
+bool Guards::captured_alive() const {
+  for (const CapturedGuard& c : captured_) {
+    std::shared_ptr<TensorImpl> impl = c.tensor.lock();
+    if (!impl || impl->storage().get() != c.storage) return false;
+  }
+  return true;
+}
 
 std::optional<std::string> Guards::check(const TensorList& args, const std::vector<HostArgument>& host) const {
   if (host.size() != host_args_.size())
@@ -80,7 +103,7 @@ std::optional<std::string> Guards::check(const TensorList& args, const std::vect
       return host_args_[i].name + " changed: expected " + host_value_str(host_args_[i].value) + ", got " +
              host_value_str(host[i].value);
   if (args.size() != args_.size())
-    return "expected " + std::to_string(args_.size()) + " tensor inputs, got " + std::to_string(args.size());
+    return "expected " + std::to_string(args_.size()) + " inputs, got " + std::to_string(args.size());
   if (is_grad_enabled() != grad_enabled_)
     return "grad mode mismatch: expected " + bool_str(grad_enabled_) + ", got " + bool_str(is_grad_enabled());
   for (size_t i = 0; i < args.size(); ++i) {
@@ -92,19 +115,16 @@ std::optional<std::string> Guards::check(const TensorList& args, const std::vect
       return name(i) + " is not " + name(static_cast<size_t>(alias));
     }
   }
-  for (size_t i = 0; i < lifted_.size(); ++i) {
+  for (size_t i = 0; i < captured_.size(); ++i) {
     const std::string who = "captured tensor 'lifted" + std::to_string(i) + "'";
-    std::shared_ptr<TensorImpl> t = lifted_[i].tensor.lock();
-    if (!t || t->storage() != lifted_[i].storage.lock()) return who + " was replaced";
-    if (auto r = compare(who, lifted_[i].guard, Tensor(std::move(t)))) return r;
+    std::shared_ptr<TensorImpl> impl = captured_[i].tensor.lock();
+    // Only compiled code still refers to it: the caller's variable now names another tensor.
+    if (!impl) return who + " was replaced";
+    if (impl->storage().get() != captured_[i].storage) return who + " was replaced (its storage was swapped)";
+    if (auto r = compare(who, captured_[i].meta, Tensor(std::move(impl)))) return r;
   }
-  for (const HostValueGuard& h : host_values_) {
-    std::optional<HostValue> now = h.reader();
-    if (!now) return "host value '" + h.name + "' is gone (its owner was destroyed)";
-    if (*now != h.expected)
-      return "host value '" + h.name + "' changed: expected " + host_value_str(h.expected) + ", got " +
-             host_value_str(*now);
-  }
+  for (const HostGuard& h : host_)
+    if (auto r = h.check()) return r;
   return std::nullopt;
 }
 

@@ -1,20 +1,17 @@
-// Guards: the facts about a call's inputs that a compiled graph was specialized on.
+// Guards: the facts about a call that a compiled graph was specialized on.
 #pragma once
 
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>
+#include <variant>
 #include <vector>
 
-#include "ops/guard_value.h"
+#include "ops/guarded_value.h"
 #include "tensor/tensor.h"
 #include "tensor/tensor_meta.h"
 
 namespace tg::graphs {
-
-// Declares a host value the traced code specialized on (see ops/guard_value.h).
-using tg::guard_value;
 
 // What one argument must look like for a cached graph to apply.
 struct ArgumentGuard {
@@ -23,43 +20,43 @@ struct ArgumentGuard {
   int32_t alias_of = -1;  // earlier argument sharing storage, or -1
 };
 
+// The value of a non-tensor argument.
+using HostValue = std::variant<bool, int64_t, double, std::string>;
+// The value as recompile reasons print it ("true", "3", "0.5", "'mean'").
+std::string host_value_str(const HostValue& v);
+
 // A non-tensor argument of a call, by name (as recompile reasons print it) and value.
 struct HostArgument {
-  std::string name;  // e.g. "input 'e'" or "len(input 'xs')"
+  std::string name;  // e.g. "input 'e'", "len(input 'xs')", "input 'xs'[1]"
   HostValue value;
 };
 
-// A host value declared while tracing (guard_value), re-read on every call.
-struct HostValueGuard {
-  std::string name;
-  HostValue expected;
-  HostValueReader reader;
-  const void* owner = nullptr;
-};
-
-// A tensor the function captured: held weakly, so that a rebinding (the last other owner let it
-// go) or a swapped storage is seen instead of computing with a stale tensor.
-struct LiftedGuard {
+// A tensor the traced function captured (a parameter, a buffer, any tensor a lambda holds). It is
+// held weakly: once nothing but compiled code refers to it, the caller has rebound or dropped it,
+// and a graph that reads it would compute with a tensor the caller's code no longer uses.
+struct CapturedGuard {
   std::weak_ptr<TensorImpl> tensor;
-  std::weak_ptr<StorageImpl> storage;
-  ArgumentGuard guard;
+  const StorageImpl* storage = nullptr;  // swapped by set_() while the tensor lives on
+  ArgumentGuard meta;
 };
 
 // All guards of one cache entry.
 class Guards {
  public:
-  // Guards that the given call satisfies; `names` are the tensors' display names ("input 'x'").
+  // Guards that the given call satisfies; `names` are the tensors' display names ("input 'x'"),
+  // `host` the call's non-tensor arguments (guarded by value).
   static Guards capture(const TensorList& args, std::vector<std::string> names, std::vector<HostArgument> host = {});
-  // Identity, storage and metadata guards for the tensors captured while tracing.
-  void add_lifted(const TensorList& lifted);
-  // A host value declared while tracing (one per name and owner; the first declaration wins).
-  void add_host_value(HostValueGuard g);
-  // The first guard the call violates, in words ("input 1 requires_grad mismatch: expected true, got false").
+  // Adds identity, storage and metadata guards for the tensors captured while tracing.
+  void add_captured(const TensorList& captured);
+  // Adds the host values the trace specialized on.
+  void add_host_guards(std::vector<HostGuard> guards);
+  // The first guard the call violates, in words ("input 1 requires_grad mismatch: expected true,
+  // got false", "captured tensor 'lifted0' was replaced").
   std::optional<std::string> check(const TensorList& args, const std::vector<HostArgument>& host = {}) const;
-  // The captured tensors; nullopt when one of them is gone or had its storage replaced.
-  std::optional<TensorList> lifted() const;
-  // Host values declared while tracing.
-  const std::vector<HostValueGuard>& host_values() const { return host_values_; }
+  // False once a captured tensor is gone: the entry can never apply again.
+  bool captured_alive() const;
+  // The captured tensors, held for the duration of one call; check() must have passed.
+  TensorList lock_captured() const;
 
  private:
   std::string name(size_t i) const;
@@ -67,8 +64,8 @@ class Guards {
   std::vector<std::string> names_;
   std::vector<HostArgument> host_args_;
   bool grad_enabled_ = true;
-  std::vector<LiftedGuard> lifted_;
-  std::vector<HostValueGuard> host_values_;
+  std::vector<CapturedGuard> captured_;
+  std::vector<HostGuard> host_;
 };
 
 // Display names of `n` tensor arguments: "input 'NAME'" from `names` where given, else "input I".

@@ -2,7 +2,6 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/zero_grad.h"
-#include "ops/guard_value.h"
 #include "tensor/check.h"
 
 namespace tg::nn {
@@ -111,13 +110,8 @@ Tensor Module::parameter(const std::string& dotted_name) const {
   TG_FAIL("[Module] ", type_name(), " has no parameter or buffer \"", dotted_name, "\"");
 }
 
-bool Module::is_training() const {
-  if (host_guards_active()) guard_value(type_name() + ".training", training_);
-  return *training_;
-}
-
 void Module::train(bool on) {
-  *training_ = on;
+  training_.set(on);
   for (auto& [_, child] : children_) child->train(on);
 }
 

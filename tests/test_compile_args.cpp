@@ -100,5 +100,22 @@ TEST(CompileArgs, ExportForwardRunsWithoutTracingTheJoint) {
   EXPECT_THROW_MSG(exported({random_tensor({2, 5}, kFloat32)}), "[export] input 0 was exported as");
 }
 
+
+// A loop that rebinds a captured weight more often than the cache limit: entries whose captured
+// tensor is gone are dropped, so every step is compiled (never an eager fallback) and correct.
+TEST(CompileArgs, RebindingLoopNeverFillsTheCache) {
+  Tensor w = random_tensor({4, 3}, kFloat32, true);
+  auto step = compile([&w](const Tensor& x, double scale) { return (x.mm(w) * scale).sum(); },
+                      {.backend = "aot_eager", .cache_limit = 2});
+  Tensor x = random_tensor({2, 4}, kFloat32);
+  for (int i = 0; i < 5; ++i) {
+    expect_close(step(x, 0.5), (x.mm(w.detach()) * 0.5).sum(), 1e-5, 1e-6);
+    w = (w - 0.1).detach().requires_grad_(true);
+  }
+  EXPECT_EQ(step.counters().compilations, 5);
+  EXPECT_EQ(step.counters().eager_fallbacks, 0);
+  EXPECT_EQ(step.counters().recompile_reasons.back(), "captured tensor 'lifted0' was replaced");
+}
+
 }  // namespace
 }  // namespace tg
