@@ -122,7 +122,7 @@ struct is_vector<std::vector<T>> : std::true_type {};
 template <typename A>
 struct ArgTraits {
   using D = std::decay_t<A>;
-  static constexpr bool tensor = std::is_same_v<D, Tensor>;
+  static constexpr bool tensor = std::is_same_v<D, Tensor> || std::is_base_of_v<Tensor, D>;
   static constexpr bool tensor_list = std::is_same_v<D, std::vector<Tensor>> || std::is_same_v<D, TensorList>;
   static constexpr bool scalar = std::is_arithmetic_v<D> || std::is_same_v<D, std::string> ||
                                  std::is_same_v<D, const char*> || std::is_same_v<D, char*>;
