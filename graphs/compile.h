@@ -169,7 +169,7 @@ void flatten_arg(const A& a, const std::string& who, CallArgs& out) {
 // What the traced function receives for argument `a`: graph inputs for tensors, the call's own
 // value otherwise. `pos` walks the flattened tensors.
 template <typename A>
-decltype(auto) unflatten_arg(std::remove_reference_t<A>& a, const TensorList& xs, size_t& pos) {
+decltype(auto) unflatten_arg(std::decay_t<A>& a, const TensorList& xs, size_t& pos) {
   using T = ArgTraits<A>;
   if constexpr (T::tensor) {
     return Tensor(xs.at(pos++));
@@ -184,7 +184,7 @@ decltype(auto) unflatten_arg(std::remove_reference_t<A>& a, const TensorList& xs
 
 template <typename A>
 using UnflatType = std::conditional_t<ArgTraits<A>::tensor, Tensor,
-                                      std::conditional_t<ArgTraits<A>::tensor_list, std::vector<Tensor>, std::remove_reference_t<A>&>>;
+                                      std::conditional_t<ArgTraits<A>::tensor_list, std::vector<Tensor>, std::decay_t<A>&>>;
 
 }  // namespace graphs::detail
 
@@ -201,22 +201,23 @@ class Compiled {
 
   template <typename... Args>
   auto operator()(Args&&... args) {
-    using Tuple = std::tuple<Args&&...>;
+    // The call's arguments by address (one layout per argument types, whatever their value category).
+    using Tuple = std::tuple<std::decay_t<Args>*...>;
     using R = std::decay_t<std::invoke_result_t<F&, graphs::detail::UnflatType<Args>...>>;
     using Adapter = graphs::ResultAdapter<R>;
-    const std::type_info& signature = typeid(std::tuple<std::decay_t<Args>...>);
+    const std::type_info& signature = typeid(Tuple);
     if (!core_) {
       auto fn = fn_;
       auto current = current_;
       signature_ = &signature;
       core_ = std::make_shared<graphs::CompiledFunction>(
           [fn, current](const TensorList& xs) {
-            Tuple& call = *static_cast<Tuple*>(const_cast<void*>(*current));
+            const Tuple& call = *static_cast<const Tuple*>(*current);
             return [&]<size_t... I>(std::index_sequence<I...>) {
               size_t pos = 0;
               // Braced initialization evaluates left to right, so tensors are taken in order.
               std::tuple<graphs::detail::UnflatType<Args>...> unflat{
-                  graphs::detail::unflatten_arg<Args>(std::get<I>(call), xs, pos)...};
+                  graphs::detail::unflatten_arg<Args>(*std::get<I>(call), xs, pos)...};
               if constexpr (std::is_void_v<R>) {
                 std::apply(*fn, std::move(unflat));
                 return TensorList{};
@@ -229,10 +230,10 @@ class Compiled {
     }
     TG_CHECK(*signature_ == signature, "[compile] a compiled function must be called with the same argument types "
              "every time; first call: ", signature_->name(), ", now: ", signature.name());
-    Tuple call(std::forward<Args>(args)...);
+    const Tuple call{const_cast<std::decay_t<Args>*>(std::addressof(args))...};
     graphs::CallArgs flat;
     [&]<size_t... I>(std::index_sequence<I...>) {
-      (graphs::detail::flatten_arg(std::get<I>(call), arg_name(I), flat), ...);
+      (graphs::detail::flatten_arg(*std::get<I>(call), arg_name(I), flat), ...);
     }(std::index_sequence_for<Args...>{});
     const void* previous = *current_;
     *current_ = &call;
