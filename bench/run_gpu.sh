@@ -23,7 +23,7 @@ if [ -n "${TG_SANITIZERS:-${TG_MEMCHECK:-}}" ]; then
   # (reads of never-written device memory) and synccheck; prints each run's ERROR SUMMARY.
   echo "== compute-sanitizer memcheck, initcheck, synccheck on the CUDA graph tests" | tee -a "$log"
   for tool in memcheck initcheck synccheck; do
-    for t in ${TG_SANITIZE_TESTS:-test_cudagraphs_seeds test_cudagraph_trees test_cudagraph_pool test_cudagraph_logic \
+    for t in ${TG_SANITIZE_TESTS:-test_cudagraphs_seeds test_cudagraph_trees test_cudagraph_pool \
              test_optim_compiled test_device_error}; do
       printf '%s %s: ' "$tool" "$t"
       compute-sanitizer --tool "$tool" --error-exitcode 1 "build-gpu/tests/$t" --gtest_brief=1 >"$out/$tool-$t.txt" 2>&1

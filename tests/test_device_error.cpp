@@ -69,7 +69,7 @@ TEST(DeviceError, IndexSelectOutOfRangeRaisesAtSynchronize) {
 TEST(DeviceError, IndexAddOutOfRangeRaisesAtCopyToHost) {
   TG_REQUIRE_CUDA();
   Tensor x = zeros({4, 2}, {.device = cuda_device()});
-  Tensor src = ones({2, 2}, {.device = cuda_device()});
+  Tensor src = ones({4, 2}, {.device = cuda_device()});
   Tensor out = index_add(x, 1, tensor<int32_t>({1, -3}).to(cuda_device()), src);
   EXPECT_THROW_MSG(out.cpu(), "[index_add] index -3 is out of range for dimension 1 with size 2");
 }
