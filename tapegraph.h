@@ -10,6 +10,7 @@
 #include "ops/binary.h"
 #include "ops/compare.h"
 #include "ops/copy.h"
+#include "ops/cpu/threads.h"
 #include "ops/dropout.h"
 #include "ops/factory.h"
 #include "ops/join.h"
