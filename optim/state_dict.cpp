@@ -93,9 +93,13 @@ std::map<std::string, Tensor> Adam::state_dict() const {
   out["param_groups.0.eps"] = number(options_.eps);
   out["param_groups.0.weight_decay"] = number(options_.weight_decay);
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (param_steps_[i] == 0) continue;
+    // Captured (replayed) updates count on the device only; the host count is the one of eager updates.
+    const bool on_device = i < device_steps_.size() && device_steps_[i].defined();
+    const double t = on_device ? device_steps_[i].to(kCPU, kFloat64).item<double>()
+                               : static_cast<double>(param_steps_[i]);
+    if (t == 0) continue;
     const std::string prefix = "state." + std::to_string(i) + ".";
-    out[prefix + "step"] = full({}, static_cast<double>(param_steps_[i]), {.dtype = kFloat32});
+    out[prefix + "step"] = full({}, t, {.dtype = kFloat32});
     out[prefix + "exp_avg"] = exp_avg_[i].detach();
     out[prefix + "exp_avg_sq"] = exp_avg_sq_[i].detach();
   }
