@@ -219,3 +219,40 @@ TEST_F(Safetensors, FailedWriteLeavesThePreviousFile) {
 
 }  // namespace
 }  // namespace tg
+
+namespace tg {
+namespace {
+
+// A module with a buffer, nested: keys as in PyTorch ("block.scale", "block.running_mean").
+class WithBuffer : public nn::Module {
+ public:
+  WithBuffer() {
+    register_parameter("scale", ones({3}));
+    register_buffer("running_mean", zeros({3}));
+  }
+  Tensor forward(const Tensor& x) override { return x * parameter("scale"); }
+  std::string type_name() const override { return "WithBuffer"; }
+};
+
+class Outer : public nn::Module {
+ public:
+  Outer() { register_module("block", std::make_shared<WithBuffer>()); }
+  Tensor forward(const Tensor& x) override { return x; }
+  std::string type_name() const override { return "Outer"; }
+};
+
+TEST(StateDict, IncludesBuffersUnderPyTorchNames) {
+  Outer m;
+  auto sd = m.state_dict();
+  EXPECT_EQ(sd.size(), 2u);
+  ASSERT_EQ(sd.count("block.scale"), 1u);
+  ASSERT_EQ(sd.count("block.running_mean"), 1u);
+  EXPECT_FALSE(sd["block.scale"].requires_grad()) << "entries are detached";
+  m.load_state_dict({{"block.scale", full({3}, 2.0)}, {"block.running_mean", full({3}, 5.0)}});
+  testing::expect_values(m.parameter("block.running_mean"), {5, 5, 5}, 0);
+  testing::expect_values(m.parameter("block.scale"), {2, 2, 2}, 0);
+  EXPECT_TRUE(m.parameter("block.scale").requires_grad()) << "a load keeps the parameter a trainable leaf";
+}
+
+}  // namespace
+}  // namespace tg
