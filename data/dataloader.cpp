@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "graphs/cudagraph_step.h"
 #include "ops/factory.h"
 #include "tensor/check.h"
 
@@ -126,7 +127,20 @@ std::optional<TensorList> DataLoader::next() {
   TensorList batch;
   for (size_t k = 0; k < slot.buffers.size(); ++k) {
     const Tensor host = slot.buffers[k].narrow(0, 0, slot.rows);
-    if (copy_stream_) {
+    if (options_.static_buffers) {
+      if (static_.size() <= k) {
+        Tensor buffer = empty(slot.buffers[k].sizes(), {.dtype = host.dtype(), .device = options_.device});
+        mark_static_address(buffer);
+        static_.push_back(std::move(buffer));
+      }
+      Tensor dst = static_[k].narrow(0, 0, slot.rows);
+      if (copy_stream_) {
+        slot.copies[k] = copy_stream_->copy_to_device(dst, host);
+      } else {
+        dst.copy_(host);
+      }
+      batch.push_back(std::move(dst));
+    } else if (copy_stream_) {
       Tensor dst = empty(host.sizes(), {.dtype = host.dtype(), .device = options_.device});
       slot.copies[k] = copy_stream_->copy_to_device(dst, host);
       batch.push_back(std::move(dst));

@@ -26,6 +26,10 @@ struct DataLoaderOptions {
   bool drop_last = false;   // drop the last, smaller batch
   Device device = kCPU;     // where batches are delivered
   int prefetch = 2;         // batches gathered ahead by the background thread
+  // Deliver every batch in the same tensors (one per dataset tensor, marked as static addresses),
+  // so CUDA graphs read them in place instead of re-recording for new addresses. Each batch then
+  // overwrites the previous one's tensors (the copy waits for the work already queued on them).
+  bool static_buffers = false;
 };
 
 // Iterates over batches of a TensorDataset, one epoch per start_epoch(). Each batch is one tensor
@@ -62,6 +66,7 @@ class DataLoader {
   std::shared_ptr<Sampler> sampler_;
   std::unique_ptr<cuda::CopyStream> copy_stream_;
 
+  TensorList static_;  // static_buffers: the full-batch tensors every batch is written into
   std::vector<std::shared_ptr<Slot>> slots_;  // pinned buffers, reused round robin
   std::mutex mutex_;
   std::condition_variable cv_;

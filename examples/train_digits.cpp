@@ -228,7 +228,7 @@ static int run(int argc, char** argv) {
   // Full batches only (drop_last), so every step has the same shapes and replays the same graphs.
   tg::data::DataLoader loader(tg::data::TensorDataset({x_train, y_train}),
                               {.batch_size = opt.batch_size, .shuffle = true, .seed = opt.seed, .drop_last = true,
-                               .device = opt.device});
+                               .device = opt.device, .static_buffers = opt.compile == "cudagraphs"});
 
   tg::manual_seed(opt.seed);
   std::shared_ptr<tg::nn::Module> model = build_mlp();
@@ -303,7 +303,8 @@ static int run(int argc, char** argv) {
   const auto correct = static_cast<int64_t>(acc * static_cast<double>(y_test.numel()) + 0.5);
   std::printf("held-out accuracy: %.2f%% (%lld/%lld)\n", 100.0 * acc, static_cast<long long>(correct),
               static_cast<long long>(y_test.numel()));
-  std::printf("first %d steps (compile: trace, warm-up, record): %.1f ms\n", kWarmupSteps, warmup_ms);
+  std::printf("first %d steps (%s): %.1f ms\n", kWarmupSteps,
+              compiled_loss ? "compile: trace, warm-up, record" : "warm-up", warmup_ms);
   if (timed_steps > 0) {
     std::printf("mean step time: %.1f us over %lld steps (forward, loss, backward, Adam step; %s, compile %s)\n",
                 step_us_total / static_cast<double>(timed_steps), static_cast<long long>(timed_steps),

@@ -118,7 +118,8 @@ TEST(DataLoader, DeliversToCudaThroughPinnedMemory) {
 // Loader batches of equal shapes replay the compiled graphs: one compilation, no recompiles, and
 // with cudagraphs one recording then replays.
 void expect_no_rerecording(const std::string& backend, Device device) {
-  DataLoader loader(ten(), {.batch_size = 4, .shuffle = true, .drop_last = true, .device = device});
+  DataLoader loader(ten(), {.batch_size = 4, .shuffle = true, .drop_last = true, .device = device,
+                            .static_buffers = backend == "cudagraphs"});
   Tensor w = ones({2}, {.device = device}).requires_grad_();
   auto f = [&](const Tensor& x, const Tensor& y) { return (x.mul(w).sum(Shape{1}) - y.to(kFloat32)).pow(2).mean(); };
   Compiled<decltype(f)> compiled(f, {.backend = backend});
@@ -141,11 +142,26 @@ void expect_no_rerecording(const std::string& backend, Device device) {
   EXPECT_EQ(c.compiled_calls, 8);
   if (backend == "cudagraphs") {
     EXPECT_EQ(c.rerecords, 0);
+    EXPECT_EQ(c.cudagraph_skips.size(), 0u);
     EXPECT_GT(c.replays, 0);
   }
 }
 
 TEST(DataLoader, BatchesFeedCompiledFunctionsWithoutRecompiling) { expect_no_rerecording("aot_eager", kCPU); }
+
+TEST(DataLoader, StaticBuffersKeepTheirAddresses) {
+  DataLoader loader(ten(), {.batch_size = 4, .shuffle = true, .seed = 1, .static_buffers = true});
+  DataLoader fresh(ten(), {.batch_size = 4, .shuffle = true, .seed = 1});
+  loader.start_epoch(0);
+  fresh.start_epoch(0);
+  const void* first = nullptr;
+  while (auto batch = loader.next()) {
+    auto ref = fresh.next();
+    if (!first) first = (*batch)[0].raw_data();
+    EXPECT_EQ((*batch)[0].raw_data(), first);
+    EXPECT_EQ((*batch)[1].to_vector<int64_t>(), (*ref)[1].to_vector<int64_t>());
+  }
+}
 
 TEST(DataLoader, BatchesReplayCudaGraphsWithoutReRecording) {
   TG_REQUIRE_CUDA();
