@@ -254,5 +254,22 @@ TEST(StateDict, IncludesBuffersUnderPyTorchNames) {
   EXPECT_TRUE(m.parameter("block.scale").requires_grad()) << "a load keeps the parameter a trainable leaf";
 }
 
+TEST(StateDict, BatchNormBuffersRoundTripThroughAFile) {
+  nn::Sequential m{std::make_shared<nn::Linear>(2, 3), std::make_shared<nn::BatchNorm1d>(3)};
+  m(randn({4, 2}));  // training mode: updates the running statistics
+  auto sd = m.state_dict();
+  for (const char* k : {"0.weight", "0.bias", "1.weight", "1.bias", "1.running_mean", "1.running_var",
+                        "1.num_batches_tracked"}) {
+    EXPECT_EQ(sd.count(k), 1u) << k;
+  }
+  const auto p = (fs::temp_directory_path() / "tg_test_bn.safetensors").string();
+  save_safetensors(p, sd);
+  nn::Sequential copy{std::make_shared<nn::Linear>(2, 3), std::make_shared<nn::BatchNorm1d>(3)};
+  copy.load_state_dict(load_safetensors(p).tensors);
+  fs::remove(p);
+  for (auto& [k, t] : copy.state_dict()) EXPECT_EQ(t.ne(sd[k]).sum().item<int64_t>(), 0) << k;
+  EXPECT_EQ(copy.state_dict()["1.num_batches_tracked"].item<int64_t>(), 1);
+}
+
 }  // namespace
 }  // namespace tg
