@@ -245,6 +245,36 @@ std::vector<FuzzOp> make_ops() {
                        },
                        [](TensorList& x, const Attrs& a) { return dropout(x[0], a.reals[0], true); },
                        [](const Names& n, const Attrs& a) { return "dropout(" + n[0] + ", " + num(a.reals[0]) + ", true)"; }});
+  // Normalization and pooling (pools read [C, H, W] inputs).
+  ops.push_back(FuzzOp{"layer_norm", 1, false,
+                       [](Rng&, const TensorList& x, Attrs&) { return floating(x[0]) && x[0].dim() >= 1; },
+                       [](TensorList& x, const Attrs&) { return layer_norm(x[0], {x[0].size(-1)}); },
+                       [](const Names& n, const Attrs&) { return "layer_norm(" + n[0] + ", {" + n[0] + ".size(-1)})"; }});
+  ops.push_back(FuzzOp{"batch_norm", 1, false,
+                       [](Rng&, const TensorList& x, Attrs&) { return floating(x[0]) && x[0].dim() >= 2; },
+                       [](TensorList& x, const Attrs&) { return batch_norm(x[0], Tensor(), Tensor(), Tensor(), Tensor(), true); },
+                       [](const Names& n, const Attrs&) {
+                         return "batch_norm(" + n[0] + ", Tensor(), Tensor(), Tensor(), Tensor(), true)";
+                       }});
+  ops.push_back(FuzzOp{"group_norm", 1, false,
+                       [](Rng&, const TensorList& x, Attrs&) { return floating(x[0]) && x[0].dim() >= 2; },
+                       [](TensorList& x, const Attrs&) { return group_norm(x[0], 1); },
+                       [](const Names& n, const Attrs&) { return "group_norm(" + n[0] + ", 1)"; }});
+  ops.push_back(FuzzOp{"pool2d", 1, false,
+                       [](Rng& rng, const TensorList& x, Attrs& a) {
+                         if (!floating(x[0]) || x[0].dim() != 3) return false;
+                         a.ints = {rng.between(0, 2), rng.between(1, 2)};  // max / avg / adaptive avg, kernel
+                         return true;
+                       },
+                       [](TensorList& x, const Attrs& a) {
+                         if (a.ints[0] == 0) return max_pool2d(x[0], {a.ints[1]});
+                         if (a.ints[0] == 1) return avg_pool2d(x[0], {a.ints[1]});
+                         return adaptive_avg_pool2d(x[0], {a.ints[1]});
+                       },
+                       [](const Names& n, const Attrs& a) {
+                         const char* f = a.ints[0] == 0 ? "max_pool2d(" : a.ints[0] == 1 ? "avg_pool2d(" : "adaptive_avg_pool2d(";
+                         return f + n[0] + ", {" + std::to_string(a.ints[1]) + "})";
+                       }});
   return ops;
 }
 
