@@ -16,6 +16,8 @@
 #include "ops/join.h"
 #include "ops/loss.h"
 #include "ops/matmul.h"
+#include "ops/norm.h"
+#include "ops/pool.h"
 #include "ops/reduce.h"
 #include "ops/softmax.h"
 #include "ops/unary.h"

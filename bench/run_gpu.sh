@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds tapegraph with CUDA on a GPU machine, runs the whole test suite, the digits example and the
-# benchmarks, and (when given) the reference measurements in the same run.
+# benchmarks, and (when given) the reference measurements in the same run. TG_SANITIZERS=1 adds
+# compute-sanitizer memcheck, initcheck and synccheck over every CUDA graph test.
 # Usage: bench/run_gpu.sh OUTDIR [ANCHORS_DIR] [DEPS]
 #   DEPS: an install prefix, or a folder of Debian .deb packages to unpack into one, holding the
 #   build dependencies the machine lacks (oneDNN, OpenBLAS, nlohmann-json, ...).
@@ -17,15 +18,27 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITE
 echo "== ctest" | tee -a "$log"
 (cd build-gpu && ctest -j8 --timeout 900 --output-on-failure) >"$out/ctest.txt" 2>&1
 grep -E "tests passed|tests failed|The following tests|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|\(Subprocess" "$out/ctest.txt" | head -40
-if [ -n "${TG_MEMCHECK:-}" ]; then
-  echo "== compute-sanitizer memcheck on the CUDA graph tests" | tee -a "$log"
-  for t in test_cudagraphs_seeds test_cudagraph_trees test_cudagraph_pool test_optim_compiled; do
-    compute-sanitizer --tool memcheck --error-exitcode 1 "build-gpu/tests/$t" 2>&1 | tail -4
-  done | tee "$out/memcheck.txt" | grep -E "ERROR SUMMARY|PASSED|FAILED"
+echo "== differential fuzzer under cudagraphs" | tee -a "$log"
+TG_FUZZ_PROGRAMS=${TG_FUZZ_PROGRAMS:-2000} build-gpu/tests/test_fuzz --gtest_filter='*Cuda*' >"$out/fuzz.txt" 2>&1
+grep -E "^fuzz |fuzz program|PASSED|FAILED" "$out/fuzz.txt" | cut -c1-300 | head -20
+if [ -n "${TG_SANITIZERS:-${TG_MEMCHECK:-}}" ]; then
+  # compute-sanitizer over every CUDA graph test (and the device error checks): memcheck, initcheck
+  # (reads of never-written device memory) and synccheck; prints each run's ERROR SUMMARY.
+  echo "== compute-sanitizer memcheck, initcheck, synccheck on the CUDA graph tests" | tee -a "$log"
+  for tool in memcheck initcheck synccheck; do
+    for t in ${TG_SANITIZE_TESTS:-test_cudagraphs_seeds test_cudagraph_trees test_cudagraph_pool \
+             test_optim_compiled test_device_error test_norm_pool}; do
+      printf '%s %s: ' "$tool" "$t"
+      compute-sanitizer --tool "$tool" --error-exitcode 1 "build-gpu/tests/$t" --gtest_brief=1 >"$out/sanitizer.log" 2>&1
+      { grep -E "ERROR SUMMARY" "$out/sanitizer.log" | tail -1; grep -E "tests? (ran|PASSED)|FAILED" "$out/sanitizer.log" | tail -2; } |
+        tr '\n' ' ' || echo "no summary"
+      echo
+    done
+  done | tee "$out/sanitizers.txt"
 fi
-if [ -f data/digits.csv.gz ] && [ -z "${TG_SKIP_DIGITS:-}" ]; then
+if [ -f .data/digits.csv.gz ] && [ -z "${TG_SKIP_DIGITS:-}" ]; then
   echo "== train_digits --device cuda" | tee -a "$log"
-  ./build-gpu/examples/train_digits --device cuda 2>&1 | tr '\r' '\n' | grep -v "^epoch" | tail -5 | tee -a "$log"
+  ./build-gpu/examples/train_digits --device cuda 2>&1 | tr '\r' '\n' | grep -v "^epoch" | tail -12 | tee -a "$log"
 fi
 echo "== benchmarks" | tee -a "$log"
 for b in ${TG_BENCHES:-build-gpu/bench/bench_*}; do

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Puts the UCI handwritten digits (scikit-learn's copy, 1797 samples) at data/digits.csv.gz by
+# Puts the UCI handwritten digits (scikit-learn's copy, 1797 samples) at .data/digits.csv.gz by
 # extracting that one file from Debian's python3-sklearn package, which is downloaded but not installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-out=data/digits.csv.gz
+out=.data/digits.csv.gz
 member=./usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz
 if [ -s "$out" ]; then
   echo "digits data: $out (already present)"
@@ -22,6 +22,6 @@ if ! (cd "$tmp" && apt-get download python3-sklearn >/dev/null 2>&1); then
   (cd "$tmp" && apt-get download python3-sklearn)
 fi
 dpkg-deb --fsys-tarfile "$tmp"/python3-sklearn_*.deb | tar -x -C "$tmp" "$member"
-mkdir -p data
+mkdir -p .data
 cp "$tmp/$member" "$out"
 echo "digits data: $out ($(zcat "$out" | wc -l) samples)"

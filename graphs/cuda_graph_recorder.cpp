@@ -97,6 +97,9 @@ class CudaRecorder final : public GraphRecorder {
     TensorList outputs;
     cudaGraph_t graph = nullptr;
     std::vector<MemoryRange> written;
+    // The capture's draws are a template that every replay, the first included, shifts to freshly
+    // reserved counters: capturing itself consumes none, so each call draws what eager mode would.
+    const PhiloxState generator_before = Generator::global().state();
     {
       cuda::MempoolGuard route(pool_, device_.index);
       StreamScope on_side(side_stream_);
@@ -110,9 +113,11 @@ class CudaRecorder final : public GraphRecorder {
         cudaGraph_t broken = nullptr;
         cudaStreamEndCapture(side_stream_, &broken);
         if (broken) cudaGraphDestroy(broken);
+        Generator::global().set_state(generator_before);
         throw;
       }
       TG_CUDA_CHECK(cudaStreamEndCapture(side_stream_, &graph));
+      Generator::global().set_state(generator_before);
       for (const cuda::AllocationRecord& a : allocations.records()) written.push_back(MemoryRange::of(a.ptr, a.nbytes));
     }
     cudaGraphExec_t exec = nullptr;

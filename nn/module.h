@@ -1,6 +1,7 @@
 // Module: the base of trainable building blocks; it owns named parameters, buffers and submodules.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -62,6 +63,14 @@ class Module {
   std::vector<std::pair<std::string, Module*>> named_modules();
   // The parameter or buffer at a dotted path ("0.weight"); errors when there is none.
   Tensor parameter(const std::string& dotted_name) const;
+
+  // Every parameter and buffer by dotted name ("0.weight", "bn.running_mean"), as PyTorch's
+  // state_dict(): detached handles that share storage with the module.
+  std::map<std::string, Tensor> state_dict() const;
+  // Copies `dict` into the parameters and buffers (onto their devices). Every entry is checked
+  // first (missing or, with strict, unexpected keys; dtype; shape) and the error names the key;
+  // nothing is modified unless all of them pass.
+  void load_state_dict(const std::map<std::string, Tensor>& dict, bool strict = true);
 
   // Switches training mode for this module and all descendants (dropout-like modules read it).
   virtual void train(bool on = true);

@@ -24,6 +24,8 @@ class Adam : public Optimizer {
  public:
   Adam(TensorList params, AdamOptions options = {});
   void update(const TensorList& grads) override;
+  std::map<std::string, Tensor> state_dict() const override;
+  void load_state_dict(const std::map<std::string, Tensor>& dict) override;
   const AdamOptions& options() const { return options_; }
   // Number of step() calls so far.
   int64_t step_count() const { return step_; }

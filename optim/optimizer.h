@@ -1,6 +1,9 @@
 // Optimizer: the base of parameter-update rules; updates run in place under no-grad.
 #pragma once
 
+#include <map>
+#include <string>
+
 #include "tensor/tensor.h"
 
 namespace tg::optim {
@@ -27,6 +30,14 @@ class Optimizer {
   // Clears gradients: drops them (set_to_none, the default, as in PyTorch) or zeroes them in place.
   void zero_grad(bool set_to_none = true);
 
+  // The state as flat entries with PyTorch's names: "state.<i>.<name>" for parameter i
+  // (exp_avg, exp_avg_sq, step, momentum_buffer) and "param_groups.0.<option>" (0-dim float64).
+  virtual std::map<std::string, Tensor> state_dict() const = 0;
+  // Restores a state_dict(): every entry is checked first (unexpected or missing keys, dtype,
+  // shape; the error names the key), then copied in place where state exists (so compiled steps
+  // keep their addresses). A failed load changes nothing.
+  virtual void load_state_dict(const std::map<std::string, Tensor>& dict) = 0;
+
   const TensorList& params() const { return params_; }
   double lr() const { return lr_; }
   void set_lr(double lr);
@@ -34,6 +45,12 @@ class Optimizer {
  protected:
   // Zeros like `p` the first time, and follows `p` to its device if the module moved since.
   static Tensor& state_like(Tensor& state, const Tensor& p);
+  // Checks that dict[key] exists and matches `like`'s dtype and shape (or is a 0-dim number when
+  // `like` is undefined); returns it.
+  static const Tensor& checked_entry(const std::map<std::string, Tensor>& dict, const std::string& key,
+                                     const Tensor& like);
+  // Copies `src` into `state` in place when it exists, else makes it a copy of `src` beside `p`.
+  static void assign_state(Tensor& state, const Tensor& src, const Tensor& p);
 
   TensorList params_;
   double lr_;

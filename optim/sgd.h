@@ -20,6 +20,8 @@ class SGD : public Optimizer {
  public:
   SGD(TensorList params, SGDOptions options = {});
   void update(const TensorList& grads) override;
+  std::map<std::string, Tensor> state_dict() const override;
+  void load_state_dict(const std::map<std::string, Tensor>& dict) override;
   const SGDOptions& options() const { return options_; }
 
  private:

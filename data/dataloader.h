@@ -1,0 +1,80 @@
+// DataLoader: batches of a TensorDataset, gathered by a background thread into pinned host memory
+// and copied to the device asynchronously on a side stream.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "tensor/device.h"
+#include "tensor/pinned.h"
+
+namespace tg::data {
+
+// How batches are formed and where they go.
+struct DataLoaderOptions {
+  int64_t batch_size = 1;
+  bool shuffle = false;     // a RandomSampler seeded with `seed` (ignored when a sampler is given)
+  uint64_t seed = 0;
+  bool drop_last = false;   // drop the last, smaller batch
+  Device device = kCPU;     // where batches are delivered
+  int prefetch = 2;         // batches gathered ahead by the background thread
+  // Deliver every batch in the same tensors (one per dataset tensor, marked as static addresses),
+  // so CUDA graphs read them in place instead of re-recording for new addresses. Each batch then
+  // overwrites the previous one's tensors (the copy waits for the work already queued on them).
+  bool static_buffers = false;
+};
+
+// Iterates over batches of a TensorDataset, one epoch per start_epoch(). Each batch is one tensor
+// per dataset tensor (rows picked by the sampler, stacked along dimension 0). Batches of equal
+// shapes feed compiled functions without recompiling or re-recording.
+//
+//   DataLoader loader(dataset, {.batch_size = 64, .shuffle = true, .device = cuda_device(0)});
+//   for (int64_t epoch = 0; epoch < n; ++epoch) {
+//     loader.start_epoch(epoch);
+//     while (auto batch = loader.next()) step((*batch)[0], (*batch)[1]);
+//   }
+class DataLoader {
+ public:
+  DataLoader(TensorDataset dataset, DataLoaderOptions options, std::shared_ptr<Sampler> sampler = nullptr);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  // Starts epoch `epoch` (the sampler's order for it); an unfinished epoch is abandoned.
+  void start_epoch(int64_t epoch);
+  // The next batch of the current epoch, or nothing at its end.
+  std::optional<TensorList> next();
+  // Batches per epoch.
+  int64_t num_batches() const;
+  const DataLoaderOptions& options() const { return options_; }
+
+ private:
+  struct Slot;
+  void produce(std::vector<int64_t> indices);
+  void stop();
+
+  TensorDataset dataset_;
+  DataLoaderOptions options_;
+  std::shared_ptr<Sampler> sampler_;
+  std::unique_ptr<cuda::CopyStream> copy_stream_;
+
+  TensorList static_;  // static_buffers: the full-batch tensors every batch is written into
+  std::vector<std::shared_ptr<Slot>> slots_;  // pinned buffers, reused round robin
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<int> ready_;     // filled slots in batch order
+  std::deque<int> free_;      // slots the producer may fill
+  int64_t remaining_ = 0;     // batches of this epoch not yet handed out
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace tg::data

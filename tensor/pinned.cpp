@@ -1,0 +1,105 @@
+#include "tensor/pinned.h"
+
+#include <cstdlib>
+
+#include "tensor/check.h"
+#include "tensor/storage.h"
+#include "tensor/tensor_impl.h"
+#ifdef TG_WITH_CUDA
+#include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda_runtime.h"
+#endif
+
+namespace tg::cuda {
+
+Tensor empty_pinned(const Shape& sizes, DType dtype) {
+  int64_t numel = 1;
+  for (int64_t s : sizes) numel *= s;
+  const int64_t nbytes = numel * dtype_size(dtype);
+  void* data = nullptr;
+  std::shared_ptr<void> owner;
+#ifdef TG_WITH_CUDA
+  if (cuda_is_available()) {
+    TG_CUDA_CHECK(cudaHostAlloc(&data, static_cast<size_t>(nbytes > 0 ? nbytes : 1), cudaHostAllocDefault));
+    owner = std::shared_ptr<void>(data, [](void* p) { cudaFreeHost(p); });
+  }
+#endif
+  if (!owner) {
+    data = std::malloc(static_cast<size_t>(nbytes > 0 ? nbytes : 1));
+    TG_CHECK(data != nullptr, "[empty_pinned] out of host memory allocating ", nbytes, " bytes");
+    owner = std::shared_ptr<void>(data, [](void* p) { std::free(p); });
+  }
+  auto storage = std::make_shared<StorageImpl>(kCPU, data, nbytes, std::move(owner));
+  Shape strides(sizes.size());
+  int64_t stride = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= sizes[i];
+  }
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, strides, 0, dtype));
+}
+
+void CopyEvent::synchronize() const {
+#ifdef TG_WITH_CUDA
+  if (event_) TG_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_.get())));
+#endif
+}
+
+#ifdef TG_WITH_CUDA
+namespace {
+
+std::shared_ptr<void> new_event() {
+  cudaEvent_t e = nullptr;
+  TG_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  return std::shared_ptr<void>(e, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
+}
+
+}  // namespace
+
+CopyStream::CopyStream(int device) : device_(device) {
+  TG_CHECK(cuda_is_available(), "[CopyStream] no CUDA device is available");
+  cudaStream_t s = nullptr;
+  TG_CUDA_CHECK(cudaSetDevice(device));
+  TG_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  stream_ = s;
+}
+
+CopyStream::~CopyStream() {
+  if (stream_) {
+    cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+    cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+  }
+}
+
+CopyEvent CopyStream::copy_to_device(const Tensor& dst, const Tensor& src) {
+  TG_CHECK(src.is_cpu() && dst.is_cuda() && src.is_contiguous() && dst.is_contiguous(),
+           "[CopyStream] expected a contiguous host source and a contiguous CUDA destination, got ",
+           src.device().str(), " -> ", dst.device().str());
+  TG_CHECK(src.numel() == dst.numel() && src.dtype() == dst.dtype(), "[CopyStream] source and destination differ in ",
+           "size or dtype: ", src.numel(), " ", dtype_name(src.dtype()), " vs ", dst.numel(), " ",
+           dtype_name(dst.dtype()));
+  auto side = static_cast<cudaStream_t>(stream_);
+  cudaStream_t compute = current_stream();
+  auto before = new_event();
+  TG_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(before.get()), compute));
+  TG_CUDA_CHECK(cudaStreamWaitEvent(side, static_cast<cudaEvent_t>(before.get()), 0));
+  const auto nbytes = static_cast<size_t>(src.numel() * src.element_size());
+  if (nbytes > 0) {
+    TG_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes, cudaMemcpyHostToDevice, side));
+  }
+  auto done = new_event();
+  TG_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(done.get()), side));
+  TG_CUDA_CHECK(cudaStreamWaitEvent(compute, static_cast<cudaEvent_t>(done.get()), 0));
+  return CopyEvent(std::move(done));
+}
+#else
+CopyStream::CopyStream(int device) : device_(device) {
+  TG_FAIL("[CopyStream] this build has no CUDA backend (device cuda:", device, " asked for)");
+}
+CopyStream::~CopyStream() = default;
+CopyEvent CopyStream::copy_to_device(const Tensor&, const Tensor&) {
+  TG_FAIL("[CopyStream] this build has no CUDA backend");
+}
+#endif
+
+}  // namespace tg::cuda
