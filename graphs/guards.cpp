@@ -88,8 +88,7 @@ std::string Guards::name(size_t i) const {
 
 bool Guards::captured_alive() const {
   for (const CapturedGuard& c : captured_) {
-    std::shared_ptr<TensorImpl> impl = c.tensor.lock();
-    if (!impl || impl->storage().get() != c.storage) return false;
+    if (c.tensor.expired()) return false;
   }
   return true;
 }
