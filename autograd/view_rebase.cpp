@@ -14,6 +14,8 @@ CopySlices::CopySlices(const Tensor& base, const Tensor& view, std::shared_ptr<N
 
 TensorList CopySlices::apply(TensorList&& grad_outputs) {
   const Tensor& grad = grad_outputs.at(0);
+  // No gradient reached the base (a later write overwrote all of it): none flows on.
+  if (!grad.defined()) return TensorList(next_edges().size());
   // A gradient buffer laid out like the base, so the view's strides address the same elements.
   Tensor result = empty_strided(base_.sizes, base_.strides, {.dtype = grad.dtype(), .device = grad.device()});
   result.copy_(grad);

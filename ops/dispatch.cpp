@@ -121,7 +121,8 @@ TensorList dispatch(const OpPtr& op, TensorList inputs) {
     if (obs && current_backward_sequence_nr() >= 0) node->mark_traced_double_backward();
     for (const Tensor& out : outputs) node->output_metas().push_back(meta_of(out));
     if (s.mutates >= 0) {
-      rebase_history(outputs[0], node);
+      // As for out-of-place ops, a tensor of a non-floating dtype never takes on a gradient history.
+      if (is_floating(outputs[0].dtype())) rebase_history(outputs[0], node);
     } else {
       for (size_t i = 0; i < outputs.size(); ++i) {
         if (!is_floating(outputs[i].dtype())) continue;

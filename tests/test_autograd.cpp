@@ -543,5 +543,25 @@ TEST(Engine, BackwardOnAnotherThreadUsesThatThreadsGradMode) {
   expect_close(x.grad(), 2.0 * x.detach());
 }
 
+// An in-place write of a value that requires grad into an integer tensor gives it no history.
+TEST(Autograd, IntegerTargetOfAnInPlaceWriteTakesNoHistory) {
+  Tensor m = zeros({3}, {.dtype = kInt64});
+  const Tensor x = (randn({3}) * 10).requires_grad_(true);
+  m.copy_(x);
+  EXPECT_FALSE(m.requires_grad());
+  EXPECT_EQ(m.grad_fn(), nullptr);
+}
+
+// A write into a view, then a write that overwrites the whole base with a constant: no gradient
+// reaches the view's write, and backward must not fail on it.
+TEST(Autograd, ViewWriteWhollyOverwrittenLaterGetsNoGradient) {
+  const Tensor a = randn({3}).requires_grad_(true);
+  Tensor x = a * 1;
+  x.narrow(0, 0, 1).mul_(2);
+  x.copy_(zeros({3}));
+  (x * a).sum().backward();
+  testing::expect_close(a.grad(), zeros({3}), 0, 0);
+}
+
 }  // namespace
 }  // namespace tg
