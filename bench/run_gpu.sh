@@ -37,8 +37,10 @@ if [ -n "${TG_SANITIZERS:-${TG_MEMCHECK:-}}" ]; then
   done | tee "$out/sanitizers.txt"
 fi
 if [ -f .data/digits.csv.gz ] && [ -z "${TG_SKIP_DIGITS:-}" ]; then
-  echo "== train_digits --device cuda" | tee -a "$log"
-  ./build-gpu/examples/train_digits --device cuda 2>&1 | tr '\r' '\n' | grep -v "^epoch" | tail -12 | tee -a "$log"
+  for flags in "" "--compile none"; do
+    echo "== train_digits --device cuda $flags" | tee -a "$log"
+    ./build-gpu/examples/train_digits --device cuda $flags 2>&1 | tr '\r' '\n' | grep -v "^epoch" | tail -12 | tee -a "$log"
+  done
 fi
 echo "== benchmarks" | tee -a "$log"
 for b in ${TG_BENCHES:-build-gpu/bench/bench_*}; do
