@@ -2,7 +2,10 @@
 #pragma once
 
 #include "nn/activation.h"
+#include "nn/attention.h"
+#include "nn/embedding.h"
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/rnn.h"
 #include "nn/sequential.h"
