@@ -11,6 +11,7 @@
 #include "ops/binary.h"
 #include "ops/compare.h"
 #include "ops/copy.h"
+#include "ops/cpu/threads.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
 #include "ops/factory.h"

@@ -1,21 +1,18 @@
 #!/usr/bin/env bash
 # Builds tapegraph with CUDA on a GPU machine, runs the whole test suite, the digits example and the
 # benchmarks, and (when given) the reference measurements in the same run.
-# Usage: bench/run_gpu.sh OUTDIR [ANCHORS_DIR] [DEPS_PREFIX]
-#   DEPS_PREFIX: an install prefix holding Eigen, GoogleTest and Google Benchmark when the machine lacks them.
+# Usage: bench/run_gpu.sh OUTDIR [ANCHORS_DIR] [DEPS]
+#   DEPS: an install prefix, or a folder of Debian .deb packages to unpack into one, holding the
+#   build dependencies the machine lacks (oneDNN, OpenBLAS, nlohmann-json, ...).
 set -u
-out=${1:?usage: run_gpu.sh OUTDIR [ANCHORS_DIR] [DEPS_PREFIX]}
+out=${1:?usage: run_gpu.sh OUTDIR [ANCHORS_DIR] [DEPS]}
 anchors=${2:-}
 deps=${3:-}
 mkdir -p "$out"
-prefix_args=()
-if [ -n "$deps" ]; then
-  prefix_args=(-DCMAKE_PREFIX_PATH="$deps")
-  export LD_LIBRARY_PATH="$deps/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
-fi
+source "$(dirname "$0")/gpu_env.sh" "$deps"
 log="$out/log.txt"
 echo "== configure + build" | tee "$log"
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${prefix_args[@]}" >>"$log" 2>&1 \
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${TG_CMAKE_ARGS[@]}" >>"$log" 2>&1 \
   && ninja -C build-gpu -j16 >>"$log" 2>&1 || { grep -E "error|Error|FAILED" "$log" | head -60; exit 1; }
 echo "== ctest" | tee -a "$log"
 (cd build-gpu && ctest -j8 --timeout 900 --output-on-failure) >"$out/ctest.txt" 2>&1

@@ -43,8 +43,9 @@ struct CompiledFunction::State {
 
 namespace {
 
-const Tensor& primal(const PrimalRef& p, const TensorList& args, const JointGraph& joint) {
-  return p.kind == InputKind::Argument ? args[static_cast<size_t>(p.index)] : joint.lifted[static_cast<size_t>(p.index)];
+// An argument of this call, or a captured tensor (as locked for this call).
+const Tensor& primal(const PrimalRef& p, const TensorList& args, const TensorList& captured) {
+  return p.kind == InputKind::Argument ? args[static_cast<size_t>(p.index)] : captured[static_cast<size_t>(p.index)];
 }
 
 void add_counts(std::map<std::string, int>& into, const std::map<std::string, int>& counts) {
@@ -146,7 +147,11 @@ std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const Ten
     return entry;
   }
   set_grad_enabled(grad_before);
-  entry->guards.add_lifted(entry->joint.lifted);
+  entry->guards.add_captured(entry->joint.lifted);
+  entry->guards.add_host_guards(std::move(entry->joint.host_guards));
+  entry->joint.host_guards.clear();
+  // From here on captured tensors are held weakly, by the guards: a rebinding is seen, not hidden.
+  entry->joint.lifted.clear();
   entry->partition = partition(entry->joint, s.partitioner);
   make_executors(s, *entry, args);
 
@@ -184,9 +189,10 @@ Tensor fresh_handle(const Tensor& t) {
 TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorList& args) {
   const JointGraph& joint = entry->joint;
   const Graph& fw = entry->forward_graph;
+  const TensorList captured = entry->guards.lock_captured();
   TensorList fw_inputs;
   fw_inputs.reserve(fw.inputs.size());
-  for (const GraphInput& in : fw.inputs) fw_inputs.push_back(primal({in.kind, in.index}, args, joint));
+  for (const GraphInput& in : fw.inputs) fw_inputs.push_back(primal({in.kind, in.index}, args, captured));
   TensorList results = entry->forward->run(fw_inputs);
 
   const size_t n_out = joint.num_user_outputs;
@@ -196,23 +202,27 @@ TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorLi
     NoGradGuard no_grad;
     for (size_t i = 0; i < n_mut; ++i) {
       if (!entry->written_in_graph.empty() && entry->written_in_graph[i]) continue;
-      Tensor target = primal(joint.mutated[i], args, joint);
+      Tensor target = primal(joint.mutated[i], args, captured);
       target.copy_(results[n_out + i]);
     }
   }
-  TensorList saved(results.begin() + static_cast<ptrdiff_t>(n_out + n_mut), results.end());
+  // Saved values get handles of their own: one that is also an output would otherwise hold, through
+  // its grad_fn, the node that saves it, and a graph kept for double backward would never be freed.
+  TensorList saved;
+  saved.reserve(results.size() - n_out - n_mut);
+  for (size_t i = n_out + n_mut; i < results.size(); ++i) saved.push_back(fresh_handle(results[i]));
 
   TensorList outputs;
   outputs.reserve(n_out);
   std::vector<const TensorImpl*> seen;
   for (const Tensor& t : args) seen.push_back(t.impl());
-  for (const Tensor& t : joint.lifted) seen.push_back(t.impl());
+  for (const Tensor& t : captured) seen.push_back(t.impl());
   for (size_t i = 0; i < n_out; ++i) {
     Tensor t = results[i];
     const auto& alias = joint.output_aliases[i];
     if (alias && !joint.output_requires_grad[i]) {
       // Views of inputs stay views of the caller's tensors, even when functionalization wrote elsewhere.
-      t = primal(alias->source, args, joint).detach().as_strided(alias->sizes, alias->strides, alias->storage_offset);
+      t = primal(alias->source, args, captured).detach().as_strided(alias->sizes, alias->strides, alias->storage_offset);
     } else if (std::find(seen.begin(), seen.end(), t.impl()) != seen.end()) {
       t = fresh_handle(t);
     }
@@ -238,7 +248,8 @@ TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorLi
   };
   auto node = std::make_shared<CompiledBackward>(runner, std::move(saved), std::move(tangent_metas),
                                                  entry->cudagraphs ? pending_backward_token() : nullptr);
-  for (const PrimalRef& p : joint.grad_primals) node->mutable_next_edges().push_back(gradient_edge(primal(p, args, joint)));
+  for (const PrimalRef& p : joint.grad_primals)
+    node->mutable_next_edges().push_back(gradient_edge(primal(p, args, captured)));
   for (size_t k = 0; k < diff_outputs.size(); ++k) {
     AutogradMeta& meta = outputs[diff_outputs[k]].impl()->autograd();
     meta.grad_fn = node;

@@ -40,9 +40,25 @@ Guards Guards::capture(const TensorList& args, const std::vector<std::string>& n
   return g;
 }
 
-void Guards::add_lifted(const TensorList& lifted) {
-  lifted_ = lifted;
-  for (const Tensor& t : lifted) lifted_guards_.push_back(ArgumentGuard{meta_of(t), t.requires_grad(), -1});
+void Guards::add_captured(const TensorList& captured) {
+  for (const Tensor& t : captured)
+    captured_.push_back(CapturedGuard{t.impl_ptr(), t.impl()->storage().get(),
+                                      ArgumentGuard{meta_of(t), t.requires_grad(), -1}});
+}
+
+void Guards::add_host_guards(std::vector<HostGuard> guards) {
+  for (HostGuard& g : guards) host_.push_back(std::move(g));
+}
+
+TensorList Guards::lock_captured() const {
+  TensorList out;
+  out.reserve(captured_.size());
+  for (const CapturedGuard& c : captured_) {
+    std::shared_ptr<TensorImpl> impl = c.tensor.lock();
+    TG_CHECK(impl != nullptr, "[compile] internal error: a captured tensor expired after its guard passed");
+    out.emplace_back(std::move(impl));
+  }
+  return out;
 }
 
 std::string Guards::name(size_t i) const {
@@ -63,8 +79,16 @@ std::optional<std::string> Guards::check(const TensorList& args) const {
       return name(i) + " is not " + name(static_cast<size_t>(alias));
     }
   }
-  for (size_t i = 0; i < lifted_.size(); ++i)
-    if (auto r = compare("captured tensor " + std::to_string(i), lifted_guards_[i], lifted_[i])) return r;
+  for (size_t i = 0; i < captured_.size(); ++i) {
+    const std::string who = "captured tensor 'lifted" + std::to_string(i) + "'";
+    std::shared_ptr<TensorImpl> impl = captured_[i].tensor.lock();
+    // Only compiled code still refers to it: the caller's variable now names another tensor.
+    if (!impl) return who + " was replaced";
+    if (impl->storage().get() != captured_[i].storage) return who + " was replaced (its storage was swapped)";
+    if (auto r = compare(who, captured_[i].meta, Tensor(std::move(impl)))) return r;
+  }
+  for (const HostGuard& h : host_)
+    if (auto r = h.check()) return r;
   return std::nullopt;
 }
 

@@ -61,6 +61,7 @@ JointGraph trace_joint(const GraphFn& fn, const TensorList& args) {
     }
     joint.grad_enabled_after = is_grad_enabled();
     joint.lifted = tracer.lifted();
+    joint.host_guards = tracer.host_guards();
 
     joint.num_user_outputs = outputs.size();
     for (const Tensor& out : outputs) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "graphs/graph.h"
+#include "ops/guarded_value.h"
 
 namespace tg::graphs {
 
@@ -30,7 +31,8 @@ struct OutputAlias {
 // The joint graph plus what the runtime needs to interpret its outputs.
 struct JointGraph {
   Graph graph;  // inputs: arguments, lifted tensors, tangents; outputs: see below
-  TensorList lifted;                       // captured real tensors, by Lifted index
+  TensorList lifted;                       // captured real tensors, by Lifted index (compile() then holds them weakly)
+  std::vector<HostGuard> host_guards;      // host values the trace specialized on
   size_t num_user_outputs = 0;             // graph.outputs[0 .. n): the function's outputs
   std::vector<PrimalRef> mutated;          // next: final contents of inputs the function wrote into
   std::vector<PrimalRef> grad_primals;     // next: gradients of these primals (if any output needs grad)

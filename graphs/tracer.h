@@ -42,6 +42,9 @@ class Tracer final : public OpObserver {
   void before_op(const OpPtr& op, TensorList& inputs) override;
   bool wants_fake_outputs(const OpPtr& op, const TensorList& inputs) override;
   void on_op(const OpPtr& op, const TensorList& inputs, const TensorList& outputs) override;
+  void on_host_guard(HostGuard guard) override { host_guards_.push_back(std::move(guard)); }
+  // Host values the traced code read through Guarded<T>, in the order read.
+  const std::vector<HostGuard>& host_guards() const { return host_guards_; }
 
  private:
   // What the graph knows about one storage: the value holding its contents and that value's geometry.
@@ -74,6 +77,7 @@ class Tracer final : public OpObserver {
   std::unordered_map<const TensorImpl*, Edge> input_edges_;
   TensorList lifted_;
   TensorList lifted_proxy_list_;
+  std::vector<HostGuard> host_guards_;
   TensorList keep_alive_;  // every traced tensor stays alive so addresses are never reused
   int name_counter_ = 0;
 };

@@ -16,13 +16,16 @@ Tensor GELU::forward(const Tensor& input) { return gelu(input, approximate_); }
 
 std::string GELU::extra_repr() const { return approximate_ == "none" ? "" : "approximate='" + approximate_ + "'"; }
 
-Dropout::Dropout(double p) : p_(p) {
+Dropout::Dropout(double p) { set_p(p); }
+
+void Dropout::set_p(double p) {
   TG_CHECK(p >= 0 && p <= 1, "[Dropout] probability has to be between 0 and 1, but got ", p);
+  p_.set(p);
 }
 
-Tensor Dropout::forward(const Tensor& input) { return dropout(input, p_, is_training()); }
+Tensor Dropout::forward(const Tensor& input) { return dropout(input, p_.get(), is_training()); }
 
-std::string Dropout::extra_repr() const { return "p=" + std::to_string(p_); }
+std::string Dropout::extra_repr() const { return "p=" + std::to_string(p_.peek()); }
 
 Tensor Tanh::forward(const Tensor& input) { return tanh(input); }
 

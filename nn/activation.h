@@ -33,9 +33,11 @@ class Dropout : public Module {
   Tensor forward(const Tensor& input) override;
   std::string type_name() const override { return "Dropout"; }
   std::string extra_repr() const override;
+  // Changes the probability (compiled functions that used the old one recompile).
+  void set_p(double p);
 
  private:
-  double p_;
+  Guarded<double> p_{"dropout.p", 0.5};
 };
 
 // tanh(x).

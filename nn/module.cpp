@@ -111,7 +111,7 @@ Tensor Module::parameter(const std::string& dotted_name) const {
 }
 
 void Module::train(bool on) {
-  training_ = on;
+  training_.set(on);
   for (auto& [_, child] : children_) child->train(on);
 }
 

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "ops/guarded_value.h"
 #include "tensor/device.h"
 #include "tensor/tensor.h"
 
@@ -65,7 +66,8 @@ class Module {
   // Switches training mode for this module and all descendants (dropout-like modules read it).
   virtual void train(bool on = true);
   void eval() { train(false); }
-  bool is_training() const { return training_; }
+  // Training mode; under tracing also a guard, so a compiled function recompiles when it changes.
+  bool is_training() const { return training_.get(); }
 
   // Moves every parameter, buffer and gradient to `device` in place: tensor handles keep their
   // identity (and optimizer references stay valid), only the storage behind them changes.
@@ -85,7 +87,7 @@ class Module {
   std::vector<NamedTensor> params_;
   std::vector<NamedTensor> buffers_;
   std::vector<NamedModule> children_;
-  bool training_ = true;
+  Guarded<bool> training_{"training", true};
 };
 
 // Moves `t` to `device` while keeping its handle: t's storage is replaced by a copy on `device`.

@@ -1,6 +1,7 @@
 // The single path every op call takes: infer, allocate, run the kernel, record on the tape.
 #pragma once
 
+#include "ops/guarded_value.h"
 #include "ops/op.h"
 
 namespace tg {
@@ -28,6 +29,8 @@ class OpObserver {
   virtual bool wants_fake_outputs(const OpPtr& op, const TensorList& inputs) = 0;
   // Called once outputs exist, after the kernel (when one ran) and after tape recording.
   virtual void on_op(const OpPtr& op, const TensorList& inputs, const TensorList& outputs) = 0;
+  // Called when traced code reads a host value it specializes on (see Guarded<T>).
+  virtual void on_host_guard(HostGuard guard) { (void)guard; }
 };
 
 // Infers, allocates and runs `op` with no tape, no observer and no in-place checks: what graph

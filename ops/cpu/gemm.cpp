@@ -1,10 +1,19 @@
-// Matrix products on the CPU through Eigen maps over the tensors' own memory (no copies: the
-// operands' layouts were already resolved to row- or column-major with a leading dimension).
+// Matrix products on the CPU over the tensors' own memory (no copies: the operands' layouts were
+// already resolved to row- or column-major with a leading dimension). float32/float64 go to the
+// BLAS when one was found at build time (OpenBLAS picks its kernels for the running CPU, so a
+// portable build still uses AVX2/AVX-512 where present); Eigen maps serve the rest.
 #include <Eigen/Core>
 
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 
+#include "ops/cpu/threads.h"
 #include "ops/gemm.h"
+
+#ifdef TG_WITH_CBLAS
+#include <cblas.h>
+#endif
 
 namespace tg {
 namespace {
@@ -45,11 +54,53 @@ void eigen_gemm_typed(const Gemm& g) {
   return eigen_gemm<T, C, C>(g);
 }
 
+#ifdef TG_WITH_CBLAS
+// C[n, m] = alpha * A[n, k] @ B[k, m] (+ C when beta is 1), row-major, per matrix of the batch.
+template <typename T>
+void blas_gemm(const Gemm& g) {
+  cpu::apply_thread_setting_once();
+  const T* pa = static_cast<const T*>(g.a.data);
+  const T* pb = static_cast<const T*>(g.b.data);
+  T* pc = static_cast<T*>(g.out);
+  const CBLAS_TRANSPOSE ta = g.a.trans ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE tb = g.b.trans ? CblasTrans : CblasNoTrans;
+  const auto n = static_cast<blasint>(g.n), m = static_cast<blasint>(g.m), k = static_cast<blasint>(g.k);
+  const auto lda = static_cast<blasint>(g.a.ld), ldb = static_cast<blasint>(g.b.ld), ldc = static_cast<blasint>(g.ldc);
+  for (int64_t i = 0; i < g.batch; ++i) {
+    const T* a = pa + i * g.a.batch_stride;
+    const T* b = pb + i * g.b.batch_stride;
+    T* c = pc + i * g.out_batch_stride;
+    if constexpr (std::is_same_v<T, float>) {
+      cblas_sgemm(CblasRowMajor, ta, tb, n, m, k, static_cast<float>(g.alpha), a, lda, b, ldb,
+                  static_cast<float>(g.beta), c, ldc);
+    } else {
+      cblas_dgemm(CblasRowMajor, ta, tb, n, m, k, g.alpha, a, lda, b, ldb, g.beta, c, ldc);
+    }
+  }
+}
+
+// BLAS takes 32-bit sizes and rejects leading dimensions below the row length (even when a
+// dimension is 1); Eigen takes what it does not.
+bool blas_accepts(const Gemm& g) {
+  constexpr int64_t kMax = INT32_MAX;
+  const int64_t a_cols = g.a.trans ? g.n : g.k, b_cols = g.b.trans ? g.k : g.m;
+  return g.n > 0 && g.m > 0 && g.k > 0 && g.a.ld >= a_cols && g.b.ld >= b_cols && g.ldc >= g.m &&
+         g.n <= kMax && g.m <= kMax && g.k <= kMax && g.a.ld <= kMax && g.b.ld <= kMax && g.ldc <= kMax;
+}
+#endif
+
 }  // namespace
 
 void cpu_gemm(const Gemm& g) {
   TG_CHECK(g.beta == 0.0 || g.beta == 1.0, "[gemm] internal error: beta must be 0 or 1, got ", g.beta);
-  TG_DISPATCH_FLOATING(g.dtype, "mm", [&] { eigen_gemm_typed<scalar_t>(g); });
+  TG_DISPATCH_FLOATING(g.dtype, "mm", [&] {
+#ifdef TG_WITH_CBLAS
+    if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
+      if (blas_accepts(g)) return blas_gemm<scalar_t>(g);
+    }
+#endif
+    eigen_gemm_typed<scalar_t>(g);
+  });
 }
 
 void cpu_fill_bias(DType dtype, void* out, int64_t n, int64_t m, const BiasRef& bias, double beta) {
