@@ -53,10 +53,9 @@ Tensor input_projection(const Tensor& x, const Tensor& w_ih, const Tensor& b_ih,
 
 RnnLayerResult lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih, const Tensor& w_hh,
                           const Tensor& b_ih, const Tensor& b_hh, bool reverse) {
-  const int64_t H = check_layer("lstm", 4, x, h0, w_ih, w_hh, b_ih, b_hh);
+  check_layer("lstm", 4, x, h0, w_ih, w_hh, b_ih, b_hh);
   TG_CHECK(c0.sizes() == h0.sizes(), "[lstm] Expected cell state size ", shape_str(h0.sizes()), ", got ",
            shape_str(c0.sizes()));
-  (void)H;
   const int64_t T = x.size(0);
   const Tensor xw = input_projection(x, w_ih, b_ih, b_hh, true);
   const Tensor w_hh_t = transpose(w_hh, 0, 1);
