@@ -20,6 +20,8 @@
 #include "ops/loss.h"
 #include "ops/masking.h"
 #include "ops/matmul.h"
+#include "ops/norm.h"
+#include "ops/pool.h"
 #include "ops/reduce.h"
 #include "ops/rnn.h"
 #include "ops/softmax.h"

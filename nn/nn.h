@@ -1,11 +1,15 @@
-// The nn building blocks in one include: Module, layers, activations, Sequential, init.
+// The nn building blocks in one include: Module, layers, activations, norms, pools, containers, init.
 #pragma once
 
 #include "nn/activation.h"
 #include "nn/attention.h"
+#include "nn/container.h"
 #include "nn/embedding.h"
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/norm.h"
+#include "nn/pool.h"
 #include "nn/rnn.h"
 #include "nn/sequential.h"
+#include "nn/transformer.h"
