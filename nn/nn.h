@@ -2,10 +2,14 @@
 #pragma once
 
 #include "nn/activation.h"
+#include "nn/attention.h"
 #include "nn/container.h"
+#include "nn/embedding.h"
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/module.h"
 #include "nn/norm.h"
 #include "nn/pool.h"
+#include "nn/rnn.h"
 #include "nn/sequential.h"
+#include "nn/transformer.h"

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "op_cases_sequence.h"
 #include "support/test_support.h"
 
 namespace tg::testing {
@@ -363,6 +364,7 @@ inline std::vector<OpCase> all_op_cases() {
     y.slice(1, 0, std::nullopt, 2).div_(x[1]);
     return y;
   }, true);
+  add_sequence_cases(add_case);
   return c;
 }
 

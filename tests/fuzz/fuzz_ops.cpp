@@ -275,6 +275,44 @@ std::vector<FuzzOp> make_ops() {
                          const char* f = a.ints[0] == 0 ? "max_pool2d(" : a.ints[0] == 1 ? "avg_pool2d(" : "adaptive_avg_pool2d(";
                          return f + n[0] + ", {" + std::to_string(a.ints[1]) + "})";
                        }});
+  ops.push_back(FuzzOp{"chunk", 1, false,  // one piece of chunk/unbind (views)
+                       [](Rng& rng, const TensorList& x, Attrs& a) {
+                         if (x[0].dim() == 0) return false;
+                         const int64_t d = some_dim(rng, x[0]), size = x[0].size(d);
+                         if (size == 0) return false;
+                         const bool unbind_it = rng.chance(0.3);
+                         const int64_t chunks = unbind_it ? size : rng.between(1, 3);
+                         const int64_t pieces = static_cast<int64_t>(chunk(x[0], chunks, d).size());
+                         a.ints = {d, chunks, rng.between(0, pieces - 1), unbind_it};
+                         return true;
+                       },
+                       [](TensorList& x, const Attrs& a) {
+                         const size_t i = static_cast<size_t>(a.ints[2]);
+                         return a.ints[3] ? unbind(x[0], a.ints[0])[i] : chunk(x[0], a.ints[1], a.ints[0])[i];
+                       },
+                       [](const Names& n, const Attrs& a) {
+                         return a.ints[3] ? "unbind(" + n[0] + ", " + std::to_string(a.ints[0]) + ")[" + std::to_string(a.ints[2]) + "]"
+                                          : "chunk(" + n[0] + ", " + std::to_string(a.ints[1]) + ", " +
+                                                std::to_string(a.ints[0]) + ")[" + std::to_string(a.ints[2]) + "]";
+                       }});
+  ops.push_back(FuzzOp{"tril", 1, false,
+                       [](Rng& rng, const TensorList& x, Attrs& a) {
+                         a.ints = {rng.between(-1, 1), rng.chance(0.5)};
+                         return x[0].dim() >= 2;
+                       },
+                       [](TensorList& x, const Attrs& a) { return a.ints[1] ? triu(x[0], a.ints[0]) : tril(x[0], a.ints[0]); },
+                       [](const Names& n, const Attrs& a) {
+                         return std::string(a.ints[1] ? "triu(" : "tril(") + n[0] + ", " + std::to_string(a.ints[0]) + ")";
+                       }});
+  ops.push_back(FuzzOp{"masked_fill", 2, false,  // masked where operand 1 exceeds a threshold
+                       [](Rng& rng, const TensorList& x, Attrs& a) {
+                         a.reals = {rng.chance(0.5) ? 0.0 : 0.5, rng.chance(0.5) ? -1.5 : 2.0};
+                         return floating(x[0]) && x[1].sizes() == x[0].sizes();
+                       },
+                       [](TensorList& x, const Attrs& a) { return masked_fill(x[0], gt(x[1], a.reals[0]), a.reals[1]); },
+                       [](const Names& n, const Attrs& a) {
+                         return "masked_fill(" + n[0] + ", gt(" + n[1] + ", " + num(a.reals[0]) + "), " + num(a.reals[1]) + ")";
+                       }});
   return ops;
 }
 

@@ -1,7 +1,8 @@
 // C++ ports of PyTorch's test/dynamo/test_aot_autograd.py (the seed), backend aot_eager.
-// Each TEST names the seed case it ports. Not ported here: test_LSTM and the convolution cases
-// (those modules do not exist yet), and cases that only exercise Python-side tooling.
-// test_call_fn_with_non_const_inputs_aot_safe uses a Linear where the seed uses a Conv2d.
+// Each TEST names the seed case it ports. test_LSTM and test_split_with_sizes_* are in
+// test_sequence_seeds.cpp. Not ported here: the convolution cases (those modules do not exist
+// yet), and cases that only exercise Python-side tooling. test_call_fn_with_non_const_inputs_aot_safe
+// uses a Linear where the seed uses a Conv2d.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,0 +1,30 @@
+// Embedding: a lookup table of num_embeddings vectors of size embedding_dim.
+#pragma once
+
+#include <optional>
+
+#include "nn/module.h"
+
+namespace tg::nn {
+
+// weight [num_embeddings, embedding_dim] ~ N(0, 1) as torch.nn.Embedding, the padding row zeroed.
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt,
+            TensorOptions options = {});
+
+  // Integer indices of any shape -> indices.sizes() + [embedding_dim].
+  Tensor forward(const Tensor& indices) override;
+  std::string type_name() const override { return "Embedding"; }
+  std::string extra_repr() const override;
+
+  Tensor& weight() { return weight_; }
+
+ private:
+  int64_t num_embeddings_;
+  int64_t embedding_dim_;
+  std::optional<int64_t> padding_idx_;
+  Tensor weight_;
+};
+
+}  // namespace tg::nn

@@ -1,0 +1,69 @@
+// LSTM and GRU: stacked, optionally bidirectional recurrent layers with PyTorch's parameter names.
+#pragma once
+
+#include "nn/module.h"
+
+namespace tg::nn {
+
+// Constructor options shared by LSTM and GRU (torch.nn.LSTM's keyword arguments).
+struct RnnOptions {
+  int64_t num_layers = 1;
+  bool bias = true;
+  bool batch_first = false;
+  double dropout = 0.0;  // on every layer's output but the last, in training mode
+  bool bidirectional = false;
+};
+
+// What a recurrent module returns: output [T, B, D*H] (or [B, T, D*H] when batch_first), and the
+// final states h_n (and c_n for LSTM) of shape [num_layers*D, B, H].
+struct RnnOutput {
+  Tensor output;
+  Tensor h_n;
+  Tensor c_n;  // undefined for GRU
+};
+
+// The shared body of LSTM and GRU: parameters weight_ih_l{k}[_reverse], weight_hh_l{k}[_reverse],
+// bias_ih_l{k}[_reverse], bias_hh_l{k}[_reverse], all ~ U(-1/sqrt(H), 1/sqrt(H)).
+class RnnBase : public Module {
+ public:
+  // Runs the layers; h0/c0 [num_layers*D, B, H] default to zeros (c0 is ignored by GRU).
+  RnnOutput forward_with_state(const Tensor& input, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor());
+  // The output sequence only (so the module chains in Sequential).
+  Tensor forward(const Tensor& input) override { return forward_with_state(input).output; }
+  std::string extra_repr() const override;
+
+  int64_t input_size() const { return input_size_; }
+  int64_t hidden_size() const { return hidden_size_; }
+  const RnnOptions& options() const { return opts_; }
+
+ protected:
+  RnnBase(bool lstm, int64_t input_size, int64_t hidden_size, RnnOptions opts, TensorOptions options);
+
+ private:
+  struct LayerParams {
+    Tensor w_ih, w_hh, b_ih, b_hh;
+  };
+  bool lstm_;
+  int64_t input_size_;
+  int64_t hidden_size_;
+  RnnOptions opts_;
+  std::vector<LayerParams> layers_;  // layer-major, then direction
+};
+
+// torch.nn.LSTM: gates (i, f, g, o); forward_with_state returns output, h_n and c_n.
+class LSTM : public RnnBase {
+ public:
+  LSTM(int64_t input_size, int64_t hidden_size, RnnOptions opts = {}, TensorOptions options = {})
+      : RnnBase(true, input_size, hidden_size, opts, options) {}
+  std::string type_name() const override { return "LSTM"; }
+};
+
+// torch.nn.GRU: gates (r, z, n); forward_with_state returns output and h_n.
+class GRU : public RnnBase {
+ public:
+  GRU(int64_t input_size, int64_t hidden_size, RnnOptions opts = {}, TensorOptions options = {})
+      : RnnBase(false, input_size, hidden_size, opts, options) {}
+  std::string type_name() const override { return "GRU"; }
+};
+
+}  // namespace tg::nn

@@ -1,0 +1,99 @@
+// Recurrent layers composed from tapegraph ops: the input projection of all steps is one GEMM,
+// each step adds one [B, H] x [H, gates] GEMM and the cell's elementwise ops. The tape (and so a
+// traced graph) differentiates them like any other ops.
+#include "ops/rnn.h"
+
+#include "ops/binary.h"
+#include "ops/factory.h"
+#include "ops/join.h"
+#include "ops/matmul.h"
+#include "ops/split.h"
+#include "ops/unary.h"
+#include "ops/view.h"
+#include "tensor/shape.h"
+
+namespace tg {
+namespace {
+
+// Validates the layer's operands against `gates` gate blocks; returns the hidden size.
+int64_t check_layer(const char* op, int64_t gates, const Tensor& x, const Tensor& h0, const Tensor& w_ih,
+                    const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh) {
+  TG_CHECK(x.dim() == 3, "[", op, "] expected input of shape [seq_len, batch, input_size], got ",
+           shape_str(x.sizes()));
+  TG_CHECK(w_hh.dim() == 2 && w_hh.size(0) % gates == 0, "[", op, "] expected weight_hh of shape [", gates,
+           "*hidden_size, hidden_size], got ", shape_str(w_hh.sizes()));
+  const int64_t H = w_hh.size(0) / gates;
+  TG_CHECK(w_hh.size(1) == H, "[", op, "] expected weight_hh of shape [", gates * H, ", ", H, "], got ",
+           shape_str(w_hh.sizes()));
+  TG_CHECK(w_ih.dim() == 2 && w_ih.size(0) == gates * H && w_ih.size(1) == x.size(2), "[", op,
+           "] expected weight_ih of shape [", gates * H, ", ", x.size(2), "] (input_size ", x.size(2), "), got ",
+           shape_str(w_ih.sizes()));
+  for (const Tensor* b : {&b_ih, &b_hh})
+    TG_CHECK(!b->defined() || (b->dim() == 1 && b->size(0) == gates * H), "[", op, "] expected biases of shape [",
+             gates * H, "], got ", shape_str(b->sizes()));
+  TG_CHECK(h0.dim() == 2 && h0.size(0) == x.size(1) && h0.size(1) == H, "[", op, "] Expected hidden size [",
+           x.size(1), ", ", H, "], got ", shape_str(h0.sizes()));
+  TG_CHECK(x.dtype() == w_ih.dtype() && x.dtype() == h0.dtype(), "[", op,
+           "] input, weights and hidden state must share a dtype, got ", dtype_name(x.dtype()), ", ",
+           dtype_name(w_ih.dtype()), " and ", dtype_name(h0.dtype()));
+  TG_CHECK(x.device() == w_ih.device() && x.device() == h0.device(), "[", op,
+           "] input, weights and hidden state must be on one device, got ", x.device().str(), ", ",
+           w_ih.device().str(), " and ", h0.device().str());
+  return H;
+}
+
+// x W_ih^T + b_ih (+ b_hh when `fold_hh`) for all steps at once: [T, B, gates*H].
+Tensor input_projection(const Tensor& x, const Tensor& w_ih, const Tensor& b_ih, const Tensor& b_hh, bool fold_hh) {
+  Tensor bias = b_ih;
+  if (fold_hh && b_hh.defined()) bias = bias.defined() ? add(b_ih, b_hh) : b_hh;
+  return linear(x, w_ih, bias);
+}
+
+}  // namespace
+
+RnnLayerResult lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih, const Tensor& w_hh,
+                          const Tensor& b_ih, const Tensor& b_hh, bool reverse) {
+  check_layer("lstm", 4, x, h0, w_ih, w_hh, b_ih, b_hh);
+  TG_CHECK(c0.sizes() == h0.sizes(), "[lstm] Expected cell state size ", shape_str(h0.sizes()), ", got ",
+           shape_str(c0.sizes()));
+  const int64_t T = x.size(0);
+  const Tensor xw = input_projection(x, w_ih, b_ih, b_hh, true);
+  const Tensor w_hh_t = transpose(w_hh, 0, 1);
+  Tensor h = h0, c = c0;
+  TensorList outs(static_cast<size_t>(T));
+  for (int64_t s = 0; s < T; ++s) {
+    const int64_t t = reverse ? T - 1 - s : s;
+    const Tensor gates = addmm(xw.select(0, t), h, w_hh_t);
+    const TensorList g = chunk(gates, 4, 1);
+    c = add(mul(sigmoid(g[1]), c), mul(sigmoid(g[0]), tanh(g[2])));
+    h = mul(sigmoid(g[3]), tanh(c));
+    outs[static_cast<size_t>(t)] = h;
+  }
+  Tensor output = T > 0 ? stack(outs, 0) : empty({0, x.size(1), h0.size(1)}, {.dtype = x.dtype(), .device = x.device()});
+  return {output, h, c};
+}
+
+RnnLayerResult gru_layer(const Tensor& x, const Tensor& h0, const Tensor& w_ih, const Tensor& w_hh,
+                         const Tensor& b_ih, const Tensor& b_hh, bool reverse) {
+  check_layer("gru", 3, x, h0, w_ih, w_hh, b_ih, b_hh);
+  const int64_t T = x.size(0);
+  const Tensor xw = input_projection(x, w_ih, b_ih, b_hh, false);
+  const Tensor w_hh_t = transpose(w_hh, 0, 1);
+  Tensor h = h0;
+  TensorList outs(static_cast<size_t>(T));
+  for (int64_t s = 0; s < T; ++s) {
+    const int64_t t = reverse ? T - 1 - s : s;
+    const TensorList gi = chunk(xw.select(0, t), 3, 1);
+    const Tensor hw = b_hh.defined() ? addmm(b_hh, h, w_hh_t) : mm(h, w_hh_t);
+    const TensorList gh = chunk(hw, 3, 1);
+    const Tensor r = sigmoid(add(gi[0], gh[0]));
+    const Tensor z = sigmoid(add(gi[1], gh[1]));
+    const Tensor n = tanh(add(gi[2], mul(r, gh[2])));
+    h = add(n, mul(z, sub(h, n)));  // (1 - z) * n + z * h
+    outs[static_cast<size_t>(t)] = h;
+  }
+  Tensor output = T > 0 ? stack(outs, 0) : empty({0, x.size(1), h0.size(1)}, {.dtype = x.dtype(), .device = x.device()});
+  return {output, h, Tensor()};
+}
+
+}  // namespace tg
