@@ -2,6 +2,7 @@
 #pragma once
 
 #include "nn/activation.h"
+#include "nn/conv.h"
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/module.h"
