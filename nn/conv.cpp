@@ -98,4 +98,8 @@ std::string Flatten::extra_repr() const {
   return "start_dim=" + std::to_string(start_dim_) + ", end_dim=" + std::to_string(end_dim_);
 }
 
+Tensor Unflatten::forward(const Tensor& input) { return unflatten(input, dim_, sizes_); }
+
+std::string Unflatten::extra_repr() const { return "dim=" + std::to_string(dim_) + ", unflattened_size=" + list_str(sizes_); }
+
 }  // namespace tg::nn

@@ -1,4 +1,4 @@
-// Convolution layers (Conv1d, Conv2d) initialized as PyTorch's, and Flatten.
+// Convolution layers (Conv1d, Conv2d) initialized as PyTorch's, Flatten and Unflatten.
 #pragma once
 
 #include <string>
@@ -59,6 +59,19 @@ class Flatten : public Module {
 
  private:
   int64_t start_dim_, end_dim_;
+};
+
+// Splits dim into `sizes` (one may be -1), as torch.nn.Unflatten; a view.
+class Unflatten : public Module {
+ public:
+  Unflatten(int64_t dim, Shape sizes) : dim_(dim), sizes_(std::move(sizes)) {}
+  Tensor forward(const Tensor& input) override;
+  std::string type_name() const override { return "Unflatten"; }
+  std::string extra_repr() const override;
+
+ private:
+  int64_t dim_;
+  Shape sizes_;
 };
 
 }  // namespace tg::nn

@@ -147,6 +147,9 @@ TEST(ConvModules, InitShapesAndPrinting) {
   EXPECT_EQ(c1.extra_repr(), "3, 5, kernel_size=(4,), stride=(1,), padding=(0,), bias=False");
   nn::Flatten flat;
   EXPECT_EQ(flat(randn({2, 3, 4})).sizes(), (Shape{2, 12}));
+  nn::Unflatten unflat(1, {1, 8, -1});
+  EXPECT_EQ(unflat(randn({2, 64})).sizes(), (Shape{2, 1, 8, 8}));
+  EXPECT_EQ(unflat.extra_repr(), "dim=1, unflattened_size=(1, 8, -1)");
   EXPECT_THROW_MSG(nn::Conv2d(3, 4, {3}, {1}, 0, {1}, 2), "in_channels (3) must be divisible by groups (2)");
   EXPECT_THROW_MSG(nn::Conv2d(3, 4, {3, 3, 3}), "kernel_size as one or two values");
 }
