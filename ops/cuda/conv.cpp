@@ -1,9 +1,12 @@
 // Convolutions on CUDA through cuDNN's legacy convolution API. The algorithm of each shape is chosen
-// once by cuDNN's heuristics (host-only queries, no benchmarking) and cached, so a call under graph
-// capture only launches; the workspace is a tensor from the caching allocator, so capture sees no
-// hidden allocation. Math is FMA-only (no TF32), matching PyTorch with allow_tf32 off.
+// once and cached, so a call under graph capture only launches: by timing the candidates
+// (cudnnFind...Ex, as PyTorch's cudnn.benchmark) on the first call outside a capture, or from
+// cuDNN's heuristics (host-only queries) when the first call is captured. Workspaces are tensors
+// from the caching allocator, so capture sees no hidden allocation. Math is FMA-only (no TF32),
+// matching PyTorch with allow_tf32 off.
 #include <cudnn.h>
 
+#include <algorithm>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -74,20 +77,58 @@ std::string cache_key(const char* direction, const Shape& xs, const Shape& ws, D
   return k.str();
 }
 
-// Picks the first heuristic suggestion cuDNN reports as supported and whose workspace it can size.
+// Largest workspace the timed search may use.
+constexpr size_t kMaxSearchWorkspace = size_t{256} << 20;
+
+bool capturing() {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  TG_CUDA_CHECK(cudaStreamIsCapturing(current_stream(), &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+bool uses_tensor_cores(cudnnMathType_t m) { return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION; }
+
+// Heuristic suggestions, best first, keeping those cuDNN supports here with their workspace sizes.
 // `query` fills perf results; `size_of` returns the workspace of an algorithm (or fails).
 template <typename Perf, typename Query, typename SizeOf>
-Choice choose(const char* what, int max_count, Query query, SizeOf size_of) {
+std::vector<Choice> suggestions(int max_count, Query query, SizeOf size_of) {
   std::vector<Perf> perf(static_cast<size_t>(std::max(max_count, 1)));
   int returned = 0;
   TG_CUDNN_CHECK(query(static_cast<int>(perf.size()), &returned, perf.data()));
+  std::vector<Choice> out;
   for (int i = 0; i < returned; ++i) {
-    if (perf[static_cast<size_t>(i)].status != CUDNN_STATUS_SUCCESS) continue;
+    const Perf& p = perf[static_cast<size_t>(i)];
+    if (p.status != CUDNN_STATUS_SUCCESS || uses_tensor_cores(p.mathType)) continue;
     size_t bytes = 0;
-    if (size_of(perf[static_cast<size_t>(i)].algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
-    return {static_cast<int>(perf[static_cast<size_t>(i)].algo), bytes};
+    if (size_of(p.algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
+    out.push_back({static_cast<int>(p.algo), bytes});
   }
-  TG_FAIL("[", what, "] cuDNN reports no supported algorithm for this convolution");
+  return out;
+}
+
+// The fastest algorithm by cuDNN's timed search with a workspace as large as the heuristics' largest
+// need (capped); falls back to the heuristics' first choice under capture or when the search finds none.
+// `find(n, &got, perf, ws, bytes)` runs the search.
+template <typename Perf, typename Find>
+Choice pick(const char* what, const std::vector<Choice>& heuristic, Device device, Find find) {
+  TG_CHECK(!heuristic.empty(), "[", what, "] cuDNN reports no supported algorithm for this convolution");
+  if (capturing()) return heuristic.front();
+  size_t search_bytes = 0;
+  for (const Choice& c : heuristic)
+    if (c.workspace <= kMaxSearchWorkspace) search_bytes = std::max(search_bytes, c.workspace);
+  const Tensor ws = search_bytes ? empty({static_cast<int64_t>((search_bytes + 7) / 8)}, {.dtype = kFloat64,
+                                                                                         .device = device})
+                                 : Tensor();
+  std::vector<Perf> perf(16);
+  int returned = 0;
+  TG_CUDNN_CHECK(find(static_cast<int>(perf.size()), &returned, perf.data(), ws.defined() ? ws.raw_data() : nullptr,
+                      search_bytes));
+  for (int i = 0; i < returned; ++i) {
+    const Perf& p = perf[static_cast<size_t>(i)];
+    if (p.status == CUDNN_STATUS_SUCCESS && !uses_tensor_cores(p.mathType) && p.memory <= search_bytes)
+      return {static_cast<int>(p.algo), p.memory};
+  }
+  return heuristic.front();
 }
 
 // The cached choice for `key`, computed by `pick` on first use.
@@ -139,14 +180,21 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   const Choice c = cached(cache_key("fwd", x.sizes(), w.sizes(), x.dtype(), dev, p), [&] {
     int count = 0;
     TG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count));
-    return choose<cudnnConvolutionFwdAlgoPerf_t>(
-        "conv2d", count,
+    const auto heuristic = suggestions<cudnnConvolutionFwdAlgoPerf_t>(
+        count,
         [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* out) {
           return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, n, got, out);
         },
         [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
           return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, a, bytes);
         });
+    return pick<cudnnConvolutionFwdAlgoPerf_t>("conv2d", heuristic, y.device(),
+                                               [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* out, void* ws,
+                                                   size_t bytes) {
+                                                 return cudnnFindConvolutionForwardAlgorithmEx(
+                                                     h, d.x, x.raw_data(), d.w, w.raw_data(), d.conv, d.y,
+                                                     y.raw_data(), n, got, out, ws, bytes);
+                                               });
   });
   const Tensor ws = workspace(c.workspace, y.device());
   const Scaling s(x.dtype());
@@ -177,13 +225,19 @@ void conv2d_backward_input(const Tensor& gy, const Tensor& w, const Tensor& gx, 
   const Choice c = cached(cache_key("bwd_data", gx.sizes(), w.sizes(), gy.dtype(), dev, p), [&] {
     int count = 0;
     TG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
-    return choose<cudnnConvolutionBwdDataAlgoPerf_t>(
-        "conv2d_backward_input", count,
+    const auto heuristic = suggestions<cudnnConvolutionBwdDataAlgoPerf_t>(
+        count,
         [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* out) {
           return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, n, got, out);
         },
         [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
           return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, a, bytes);
+        });
+    return pick<cudnnConvolutionBwdDataAlgoPerf_t>(
+        "conv2d_backward_input", heuristic, gx.device(),
+        [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* out, void* ws, size_t bytes) {
+          return cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w, w.raw_data(), d.y, gy.raw_data(), d.conv, d.x,
+                                                             gx.raw_data(), n, got, out, ws, bytes);
         });
   });
   const Tensor ws = workspace(c.workspace, gx.device());
@@ -208,13 +262,19 @@ void conv2d_backward_weight(const Tensor& gy, const Tensor& x, const Tensor& gw,
   const Choice c = cached(cache_key("bwd_filter", x.sizes(), gw.sizes(), gy.dtype(), dev, p), [&] {
     int count = 0;
     TG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
-    return choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
-        "conv2d_backward_weight", count,
+    const auto heuristic = suggestions<cudnnConvolutionBwdFilterAlgoPerf_t>(
+        count,
         [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* out) {
           return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, n, got, out);
         },
         [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
           return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, bytes);
+        });
+    return pick<cudnnConvolutionBwdFilterAlgoPerf_t>(
+        "conv2d_backward_weight", heuristic, gw.device(),
+        [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* out, void* ws, size_t bytes) {
+          return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x, x.raw_data(), d.y, gy.raw_data(), d.conv, d.w,
+                                                               gw.raw_data(), n, got, out, ws, bytes);
         });
   });
   const Tensor ws = workspace(c.workspace, gw.device());
