@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "graphs/compile.h"
+#include "ops/conv_kernels.h"
 #include "support/test_support.h"
 
 namespace tg {
@@ -52,6 +53,30 @@ TEST(Conv2d, MatchesTheDirectSum) {
   Tensor xt = random_tensor({2, 4, 8, 9}).transpose(2, 3);
   expect_close(conv2d(xt.to(kFloat32), w.to(kFloat32), b.to(kFloat32), {1}, 1, {1}, 2),
                reference_conv2d(xt, w, b, 1, 1, 1, 1, 1, 1, 2), 1e-5, 1e-5);
+}
+
+// The float32 CPU paths (oneDNN and im2col + GEMM) agree, gradients included, on awkward geometries.
+TEST(Conv2d, OneDnnAndIm2colAgree) {
+  if (!cpu_conv_onednn_available()) GTEST_SKIP() << "built without oneDNN";
+  const bool before = cpu_conv_onednn();
+  struct G {
+    Shape x, w;
+    Shape stride, dilation;
+    int64_t pad, groups;
+  };
+  for (const G& g : {G{{2, 4, 9, 8}, {6, 2, 3, 2}, {2, 1}, {2, 1}, 1, 2}, G{{3, 3, 7, 7}, {5, 3, 1, 1}, {2}, {1}, 0, 1},
+                     G{{1, 6, 10, 11}, {6, 1, 3, 3}, {3}, {1}, 2, 6}}) {
+    Tensor x = random_tensor(g.x, kFloat32), w = random_tensor(g.w, kFloat32), b = random_tensor({g.w[0]}, kFloat32);
+    auto run = [&](bool onednn) {
+      set_cpu_conv_onednn(onednn);
+      Tensor xl = x.detach().requires_grad_(true), wl = w.detach().requires_grad_(true);
+      Tensor y = conv2d(xl, wl, b, g.stride, g.pad, g.dilation, g.groups);
+      TensorList gr = grad({(y * y).sum()}, {xl, wl});
+      return cat({y.flatten(), gr[0].flatten(), gr[1].flatten()});
+    };
+    expect_close(run(true), run(false), 1e-4, 1e-4);
+  }
+  set_cpu_conv_onednn(before);
 }
 
 TEST(Conv2d, SamePaddingKeepsTheSizeAndPadsTheExtraOnTheRight) {

@@ -1,5 +1,6 @@
 // Convolutions on the CPU as im2col + GEMM (the GEMM of ops/gemm.h: OpenBLAS or Eigen), one sample
 // and group at a time; a 1x1 kernel with stride 1 and no padding reads the input as the matrix.
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -93,11 +94,39 @@ void check_packed(const Tensor& t) {
            shape_str(t.strides()));
 }
 
+std::atomic<bool> g_onednn{false};
+
+// True when oneDNN takes this call: float32 with a non-empty batch.
+bool onednn_takes(const Tensor& t, const Tensor& batch) {
+  return cpu_conv_onednn() && t.dtype() == kFloat32 && batch.numel() > 0;
+}
+
 }  // namespace
+
+void set_cpu_conv_onednn(bool on) {
+#ifdef TG_WITH_DNNL
+  g_onednn.store(on);
+#else
+  TG_CHECK(!on, "[conv2d] this build has no oneDNN");
+#endif
+}
+
+bool cpu_conv_onednn() { return g_onednn.load(); }
+
+bool cpu_conv_onednn_available() {
+#ifdef TG_WITH_DNNL
+  return true;
+#else
+  return false;
+#endif
+}
 
 void cpu_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const Conv2dParams& p) {
   check_packed(x);
   check_packed(w);
+#ifdef TG_WITH_DNNL
+  if (onednn_takes(x, x)) return onednn_conv2d_forward(x, w, bias, y, p);
+#endif
   const Geometry g = geometry(x.sizes(), w.sizes(), y.sizes(), p);
   const bool pointwise = is_pointwise(g, p);
   TG_DISPATCH_FLOATING(x.dtype(), "conv2d", [&] {
@@ -128,6 +157,9 @@ void cpu_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, co
 void cpu_conv2d_backward_input(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p) {
   check_packed(gy);
   check_packed(w);
+#ifdef TG_WITH_DNNL
+  if (onednn_takes(gy, gx)) return onednn_conv2d_backward_input(gy, w, gx, p);
+#endif
   const Geometry g = geometry(gx.sizes(), w.sizes(), gy.sizes(), p);
   const bool pointwise = is_pointwise(g, p);
   TG_DISPATCH_FLOATING(gy.dtype(), "conv2d_backward_input", [&] {
@@ -150,6 +182,9 @@ void cpu_conv2d_backward_input(const Tensor& gy, const Tensor& w, const Tensor& 
 void cpu_conv2d_backward_weight(const Tensor& gy, const Tensor& x, const Tensor& gw, const Conv2dParams& p) {
   check_packed(gy);
   check_packed(x);
+#ifdef TG_WITH_DNNL
+  if (onednn_takes(gy, x)) return onednn_conv2d_backward_weight(gy, x, gw, p);
+#endif
   const Geometry g = geometry(x.sizes(), gw.sizes(), gy.sizes(), p);
   const bool pointwise = is_pointwise(g, p);
   TG_DISPATCH_FLOATING(gy.dtype(), "conv2d_backward_weight", [&] {
