@@ -18,6 +18,8 @@
 #include "ops/loss.h"
 #include "ops/matmul.h"
 #include "ops/pad.h"
+#include "ops/norm.h"
+#include "ops/pool.h"
 #include "ops/reduce.h"
 #include "ops/softmax.h"
 #include "ops/unary.h"

@@ -1,9 +1,12 @@
-// The nn building blocks in one include: Module, layers, activations, Sequential, init.
+// The nn building blocks in one include: Module, layers, activations, norms, pools, containers, init.
 #pragma once
 
 #include "nn/activation.h"
 #include "nn/conv.h"
+#include "nn/container.h"
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/norm.h"
+#include "nn/pool.h"
 #include "nn/sequential.h"

@@ -190,6 +190,42 @@ inline std::vector<OpCase> all_op_cases() {
   add_case("log_softmax_dim0", [] { return TensorList{uniform({3, 4}, -2, 2)}; },
            [](L x) { return log_softmax(x[0], 0); }, true);
 
+  // ---- pooling and normalization ----
+  add_case("max_pool2d", [] { return TensorList{uniform({2, 3, 5, 5})}; }, [](L x) { return max_pool2d(x[0], {2}); });
+  add_case("max_pool2d_pad_dilation_ceil", [] { return TensorList{uniform({1, 2, 7, 6})}; },
+           [](L x) { return max_pool2d(x[0], {3, 2}, {2, 1}, {1, 1}, {2, 1}, true); });
+  add_case("max_pool2d_unbatched", [] { return TensorList{uniform({2, 5, 5})}; },
+           [](L x) { return max_pool2d(x[0], {3}, {2}); });
+  add_case("avg_pool2d", [] { return TensorList{uniform({2, 3, 5, 5})}; },
+           [](L x) { return avg_pool2d(x[0], {3}, {2}, {1}); });
+  add_case("avg_pool2d_exclude_pad_ceil", [] { return TensorList{uniform({1, 2, 6, 5})}; },
+           [](L x) { return avg_pool2d(x[0], {3, 2}, {2}, {1}, true, false); });
+  add_case("adaptive_avg_pool2d", [] { return TensorList{uniform({2, 3, 7, 5})}; },
+           [](L x) { return adaptive_avg_pool2d(x[0], {3, 2}); });
+  // Pooling a square: the gradient depends on x, so double backward runs the backward ops' VJPs.
+  add_case("max_pool2d_of_square", [] { return TensorList{uniform({1, 2, 4, 4})}; },
+           [](L x) { return max_pool2d(x[0] * x[0], {2}, {1}); }, true);
+  add_case("avg_pool2d_of_square", [] { return TensorList{uniform({1, 2, 5, 4})}; },
+           [](L x) { return avg_pool2d(x[0] * x[0], {3}, {2}, {1}, false, false); }, true);
+  add_case("adaptive_avg_pool2d_of_square", [] { return TensorList{uniform({1, 2, 5, 4})}; },
+           [](L x) { return adaptive_avg_pool2d(x[0] * x[0], {3, 3}); }, true);
+  add_case("batch_norm_train", [] { return TensorList{uniform({4, 3, 2, 2}), uniform({3}), uniform({3})}; },
+           [](L x) { return batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], true); }, true);
+  add_case("batch_norm_train_running_stats", [] { return TensorList{uniform({5, 3})}; },
+           [](L x) {
+             return batch_norm(x[0], zeros({3}, x[0].options()), ones({3}, x[0].options()), Tensor(),
+                               Tensor(), true, 0.2);
+           });
+  add_case("batch_norm_eval",
+           [] { return TensorList{uniform({2, 3, 4}), uniform({3}), positive({3}), uniform({3}), uniform({3})}; },
+           [](L x) { return batch_norm(x[0], x[1], x[2], x[3], x[4], false); }, true);
+  add_case("layer_norm", [] { return TensorList{uniform({2, 3, 4}), uniform({4}), uniform({4})}; },
+           [](L x) { return layer_norm(x[0], {4}, x[1], x[2]); }, true);
+  add_case("layer_norm_two_dims_no_affine", [] { return TensorList{uniform({2, 3, 4})}; },
+           [](L x) { return layer_norm(x[0], {3, 4}); });
+  add_case("group_norm", [] { return TensorList{uniform({2, 4, 3}), uniform({4}), uniform({4})}; },
+           [](L x) { return group_norm(x[0], 2, x[1], x[2]); }, true);
+
   // ---- joining and indexing ----
   add_case("cat", [] { return TensorList{uniform({2, 3}), uniform({1, 3})}; },
            [](L x) { return cat({x[0], x[1]}, 0); });

@@ -1,0 +1,117 @@
+// batch_norm, layer_norm, group_norm composed from tg reductions (CUB on CUDA) and elementwise
+// ops, so each is differentiable to any order and traces like any other op sequence; the
+// running-statistics update is copy_ into the buffers (a declared mutation, functionalized by the tracer).
+#include "ops/norm.h"
+
+#include "autograd/grad_mode.h"
+#include "ops/binary.h"
+#include "ops/copy.h"
+#include "ops/dispatch.h"
+#include "ops/reduce.h"
+#include "ops/unary.h"
+#include "ops/view.h"
+
+namespace tg {
+namespace {
+
+// Checks that an optional per-channel/affine tensor has `sizes`.
+void check_param(const char* op, const char* what, const Tensor& t, const Shape& sizes, const Tensor& input) {
+  if (!t.defined()) return;
+  TG_CHECK(t.sizes() == sizes, "[", op, "] ", what, " of shape ", shape_str(t.sizes()), " does not match ",
+           shape_str(sizes), " expected for input of shape ", shape_str(input.sizes()));
+  TG_CHECK(t.dtype() == input.dtype(), "[", op, "] ", what, " has dtype ", dtype_name(t.dtype()),
+           " but input has ", dtype_name(input.dtype()));
+}
+
+// Applies optional weight and bias, viewed with `view_sizes` so they broadcast against y.
+Tensor affine(Tensor y, const Tensor& weight, const Tensor& bias, const Shape& view_sizes) {
+  if (weight.defined()) y = mul(y, weight.view(view_sizes));
+  if (bias.defined()) y = add(y, bias.view(view_sizes));
+  return y;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  const char* op = "batch_norm";
+  TG_CHECK(input.defined(), "[batch_norm] got an undefined input");
+  TG_CHECK(input.dim() >= 2, "[batch_norm] input of shape ", shape_str(input.sizes()),
+           " has the wrong rank: expected [N, C, *] with at least 2 dims");
+  check_floating(op, input);
+  const int64_t C = input.sizes()[1];
+  const Shape ch{C};
+  check_param(op, "weight", weight, ch, input);
+  check_param(op, "bias", bias, ch, input);
+  check_param(op, "running_mean", running_mean, ch, input);
+  check_param(op, "running_var", running_var, ch, input);
+  TG_CHECK(running_mean.defined() == running_var.defined(),
+           "[batch_norm] running_mean and running_var must both be given or both be undefined");
+  Shape view_sizes(input.dim(), 1);
+  view_sizes[1] = C;
+  if (!training) {
+    TG_CHECK(running_mean.defined(), "[batch_norm] eval mode needs running_mean and running_var");
+    const Tensor scale = rsqrt(add(running_var, eps)).view(view_sizes);
+    return affine(mul(sub(input, running_mean.view(view_sizes)), scale), weight, bias, view_sizes);
+  }
+  Shape dims{0};
+  for (int64_t d = 2; d < input.dim(); ++d) dims.push_back(d);
+  const int64_t n = input.numel() / (C == 0 ? 1 : C);
+  TG_CHECK(n > 1, "[batch_norm] expected more than 1 value per channel when training, got input of shape ",
+           shape_str(input.sizes()));
+  const Tensor mu = mean(input, dims, true);
+  const Tensor centered = sub(input, mu);
+  const Tensor v = mean(mul(centered, centered), dims, true);
+  if (running_mean.defined()) {
+    NoGradGuard no_grad;
+    Tensor rm = running_mean, rv = running_var;
+    const Tensor batch_mean = mu.detach().view(ch);
+    const Tensor unbiased = mul(v.detach().view(ch), static_cast<double>(n) / static_cast<double>(n - 1));
+    copy_(rm, add(mul(rm, 1.0 - momentum), mul(batch_mean, momentum)));
+    copy_(rv, add(mul(rv, 1.0 - momentum), mul(unbiased, momentum)));
+  }
+  return affine(mul(centered, rsqrt(add(v, eps))), weight, bias, view_sizes);
+}
+
+Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  const char* op = "layer_norm";
+  TG_CHECK(input.defined(), "[layer_norm] got an undefined input");
+  check_floating(op, input);
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  bool ok = k >= 1 && k <= input.dim();
+  for (int64_t i = 0; ok && i < k; ++i) ok = input.sizes()[input.dim() - k + i] == normalized_shape[i];
+  TG_CHECK(ok, "[layer_norm] normalized_shape ", shape_str(normalized_shape), " does not match the trailing dims of input ",
+           shape_str(input.sizes()), ": expected input of shape [*, ", shape_str(normalized_shape).substr(1));
+  check_param(op, "weight", weight, normalized_shape, input);
+  check_param(op, "bias", bias, normalized_shape, input);
+  Shape dims;
+  for (int64_t d = input.dim() - k; d < input.dim(); ++d) dims.push_back(d);
+  const Tensor centered = sub(input, mean(input, dims, true));
+  const Tensor v = mean(mul(centered, centered), dims, true);
+  Tensor y = mul(centered, rsqrt(add(v, eps)));
+  if (weight.defined()) y = mul(y, weight);
+  if (bias.defined()) y = add(y, bias);
+  return y;
+}
+
+Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  const char* op = "group_norm";
+  TG_CHECK(input.defined(), "[group_norm] got an undefined input");
+  TG_CHECK(input.dim() >= 2, "[group_norm] input of shape ", shape_str(input.sizes()),
+           " has the wrong rank: expected [N, C, *] with at least 2 dims");
+  check_floating(op, input);
+  const int64_t N = input.sizes()[0], C = input.sizes()[1];
+  TG_CHECK(num_groups > 0 && C % num_groups == 0, "[group_norm] num_groups ", num_groups,
+           " must be positive and divide the number of channels ", C, " of input ", shape_str(input.sizes()));
+  check_param(op, "weight", weight, Shape{C}, input);
+  check_param(op, "bias", bias, Shape{C}, input);
+  const Tensor x = input.reshape({N, num_groups, -1});
+  const Tensor centered = sub(x, mean(x, {2}, true));
+  const Tensor v = mean(mul(centered, centered), {2}, true);
+  Shape view_sizes(input.dim(), 1);
+  view_sizes[1] = C;
+  return affine(mul(centered, rsqrt(add(v, eps))).reshape(input.sizes()), weight, bias, view_sizes);
+}
+
+}  // namespace tg
