@@ -1,7 +1,8 @@
-// Trains a 64-128-10 MLP on the UCI handwritten digits (8x8 images, 1797 samples) and reports the
-// held-out accuracy and the mean time of one training step.
+// Trains a 64-128-10 MLP (or, with --model cnn, a small CNN) on the UCI handwritten digits (8x8 images,
+// 1797 samples) and reports the held-out accuracy and the mean time of one training step.
 //
 //   train_digits [--device cpu|cuda] [--epochs N] [--data PATH] [--batch-size B] [--lr LR] [--seed S]
+//                [--model mlp|cnn]
 #include <unistd.h>
 #include <zlib.h>
 
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/digits_models.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "tapegraph.h"
@@ -24,6 +26,7 @@ namespace {
 constexpr int kFeatures = 64;
 constexpr int kClasses = 10;
 constexpr double kTargetAccuracy = 0.95;
+constexpr double kCnnTargetAccuracy = 0.97;
 
 struct Options {
   tg::Device device = tg::cuda_is_available() ? tg::cuda_device(0) : tg::kCPU;
@@ -32,11 +35,13 @@ struct Options {
   int batch_size = 64;
   double lr = 3e-3;
   uint64_t seed = 0;
+  std::string model = "mlp";
 };
 
 [[noreturn]] void usage(const char* argv0, int code) {
   std::fprintf(code ? stderr : stdout,
-               "usage: %s [--device cpu|cuda] [--epochs N] [--data PATH] [--batch-size B] [--lr LR] [--seed S]\n",
+               "usage: %s [--device cpu|cuda] [--epochs N] [--data PATH] [--batch-size B] [--lr LR] [--seed S]\n"
+               "       [--model mlp|cnn]\n",
                argv0);
   std::exit(code);
 }
@@ -66,6 +71,7 @@ Options parse(int argc, char** argv) {
     else if (flag == "--batch-size") o.batch_size = number<int>(flag, value);
     else if (flag == "--lr") o.lr = number<double>(flag, value);
     else if (flag == "--seed") o.seed = number<uint64_t>(flag, value);
+    else if (flag == "--model") o.model = value;
     else usage(argv[0], 2);
   }
   if (o.epochs < 1 || o.batch_size < 1) usage(argv[0], 2);
@@ -181,8 +187,8 @@ static int run(int argc, char** argv) {
   auto [x_test, y_test] = gather(data, test_idx, opt.device);
 
   tg::manual_seed(opt.seed);
-  tg::nn::Sequential model{std::make_shared<tg::nn::Linear>(kFeatures, 128), std::make_shared<tg::nn::ReLU>(),
-                           std::make_shared<tg::nn::Linear>(128, kClasses)};
+  const auto model_ptr = digits::make_model(opt.model, kFeatures, kClasses);
+  tg::nn::Sequential& model = *model_ptr;
   model.to(opt.device);
   tg::optim::Adam optimizer(model.parameters(), {.lr = opt.lr});
 
@@ -232,9 +238,9 @@ static int run(int argc, char** argv) {
               static_cast<long long>(y_test.numel()));
   std::printf("mean step time: %.1f us over %lld steps (forward, loss, zero_grad, backward, Adam step; %s)\n",
               step_us_total / static_cast<double>(steps), static_cast<long long>(steps), opt.device.str().c_str());
-  if (acc < kTargetAccuracy) {
-    std::fprintf(stderr, "held-out accuracy %.2f%% is below the %.0f%% target\n", 100.0 * acc,
-                 100.0 * kTargetAccuracy);
+  const double target = opt.model == "cnn" ? kCnnTargetAccuracy : kTargetAccuracy;
+  if (acc < target) {
+    std::fprintf(stderr, "held-out accuracy %.2f%% is below the %.0f%% target\n", 100.0 * acc, 100.0 * target);
     return 3;
   }
   return 0;
