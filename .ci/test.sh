@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Configures, builds everything (library, tests, benchmarks, examples) and runs the test suites.
 # Uses the CUDA backend when nvcc is found; GPU tests skip themselves when no device is present.
+# Then builds the CPU test suite with AddressSanitizer (leak detection on) and UndefinedBehavior-
+# Sanitizer in its own build dir and runs it: any report fails the run (TG_SKIP_SANITIZE=1 skips).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,3 +11,13 @@ jobs="${JOBS:-2}"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build" -j "$jobs"
 ctest --test-dir "$build" --output-on-failure -j "$jobs"
+
+if [ "${TG_SKIP_SANITIZE:-0}" != 1 ]; then
+  san="${SANITIZE_BUILD_DIR:-build-sanitize}"
+  cmake -S . -B "$san" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTG_CUDA=OFF -DTG_BUILD_BENCH=OFF \
+    -DTG_BUILD_EXAMPLES=OFF -DTG_SANITIZE=address,undefined
+  cmake --build "$san" -j "$jobs"
+  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
+  export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+  ctest --test-dir "$san" --output-on-failure -j "$jobs"
+fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds tapegraph with CUDA on a GPU machine, runs the whole test suite, the digits example and the
-# benchmarks, and (when given) the reference measurements in the same run.
+# benchmarks, and (when given) the reference measurements in the same run. TG_SANITIZERS=1 adds
+# compute-sanitizer memcheck, initcheck and synccheck over every CUDA graph test.
 # Usage: bench/run_gpu.sh OUTDIR [ANCHORS_DIR] [DEPS]
 #   DEPS: an install prefix, or a folder of Debian .deb packages to unpack into one, holding the
 #   build dependencies the machine lacks (oneDNN, OpenBLAS, nlohmann-json, ...).
@@ -17,11 +18,18 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITE
 echo "== ctest" | tee -a "$log"
 (cd build-gpu && ctest -j8 --timeout 900 --output-on-failure) >"$out/ctest.txt" 2>&1
 grep -E "tests passed|tests failed|The following tests|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|\(Subprocess" "$out/ctest.txt" | head -40
-if [ -n "${TG_MEMCHECK:-}" ]; then
-  echo "== compute-sanitizer memcheck on the CUDA graph tests" | tee -a "$log"
-  for t in test_cudagraphs_seeds test_cudagraph_trees test_cudagraph_pool test_optim_compiled; do
-    compute-sanitizer --tool memcheck --error-exitcode 1 "build-gpu/tests/$t" 2>&1 | tail -4
-  done | tee "$out/memcheck.txt" | grep -E "ERROR SUMMARY|PASSED|FAILED"
+if [ -n "${TG_SANITIZERS:-${TG_MEMCHECK:-}}" ]; then
+  # compute-sanitizer over every CUDA graph test (and the device error checks): memcheck, initcheck
+  # (reads of never-written device memory) and synccheck; prints each run's ERROR SUMMARY.
+  echo "== compute-sanitizer memcheck, initcheck, synccheck on the CUDA graph tests" | tee -a "$log"
+  for tool in memcheck initcheck synccheck; do
+    for t in ${TG_SANITIZE_TESTS:-test_cudagraphs_seeds test_cudagraph_trees test_cudagraph_pool \
+             test_optim_compiled test_device_error}; do
+      printf '%s %s: ' "$tool" "$t"
+      compute-sanitizer --tool "$tool" --error-exitcode 1 "build-gpu/tests/$t" --gtest_brief=1 >"$out/$tool-$t.txt" 2>&1
+      grep -E "ERROR SUMMARY" "$out/$tool-$t.txt" | tail -1 || echo "no summary (see $tool-$t.txt)"
+    done
+  done | tee "$out/sanitizers.txt"
 fi
 if [ -f data/digits.csv.gz ] && [ -z "${TG_SKIP_DIGITS:-}" ]; then
   echo "== train_digits --device cuda" | tee -a "$log"

@@ -85,8 +85,8 @@ bool broadcasts_to(const Shape& from, const Shape& to) {
 }
 
 constexpr uint32_t kEw = kElementwise;
-const OpSchema kCopySchema{"copy_", kEw | kInPlace, 0};
-const OpSchema kCopyAcrossSchema{"copy_", kEw | kInPlace | kDeviceCopy, 0};
+const OpSchema kCopySchema{"copy_", kEw | kInPlace | kOverwritesTarget, 0};
+const OpSchema kCopyAcrossSchema{"copy_", kEw | kInPlace | kDeviceCopy | kOverwritesTarget, 0};
 
 // copy_(dst, src): writes src (broadcast, converted) into dst; the gradient goes to src only.
 class CopyOp final : public Op {
@@ -171,7 +171,7 @@ class ToCopyOp final : public Op {
   bool across_;
 };
 
-const OpSchema kFillSchema{"fill_", kEw | kInPlace, 0};
+const OpSchema kFillSchema{"fill_", kEw | kInPlace | kOverwritesTarget, 0};
 
 class FillOp final : public Op {
  public:

@@ -8,9 +8,11 @@
 namespace tg::cuda {
 
 // Copies nbytes between host and device memory (either side may be a CUDA device) on the
-// current stream; returns once the copy is complete when it touches host memory.
+// current stream; returns once the copy is complete when it touches host memory. A copy to the
+// host throws the first out-of-range index or target a kernel on the source device reported since
+// the last such check (kernels record it on the device instead of synchronizing).
 void memcpy(void* dst, Device dst_device, const void* src, Device src_device, int64_t nbytes);
-// Waits for all work queued on `device`.
+// Waits for all work queued on `device`, then throws the first error its kernels reported (as memcpy).
 void synchronize(int device_index = 0);
 // Makes `device_index` current for this thread.
 void set_device(int device_index);

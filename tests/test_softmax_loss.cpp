@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "support/test_support.h"
+#include "tensor/cuda_runtime.h"
 
 namespace tg {
 namespace {
@@ -356,12 +357,18 @@ TEST(LossCuda, ForwardAndBackwardMatchCpu) {
   }
 }
 
-TEST(LossCuda, OutOfRangeTargetGivesNaN) {
+// The kernel does not synchronize to check targets: a bad one gives NaN and is reported on the
+// device, raised at the next host synchronization.
+TEST(LossCuda, OutOfRangeTargetGivesNaNAndRaisesAtTheNextSync) {
   TG_REQUIRE_CUDA();
   const Tensor x = zeros({2, 3}, {.device = cuda_device()});
   const Tensor t = labels({0, 7}).cuda();
-  EXPECT_TRUE(std::isnan(nll_loss(x, t).item<float>()));
-  const auto none = nll_loss(x, t, Reduction::None).to_vector<float>();
+  const Tensor loss = nll_loss(x, t);
+  EXPECT_THROW_MSG(loss.item<float>(), "[nll_loss] target 7 is out of range for 3 classes (at batch index 1)");
+  EXPECT_TRUE(std::isnan(loss.item<float>()));
+  const Tensor per_sample = nll_loss(x, t, Reduction::None);
+  EXPECT_THROW_MSG(cuda::synchronize(0), "[nll_loss] target 7 is out of range for 3 classes");
+  const auto none = per_sample.to_vector<float>();
   EXPECT_EQ(none[0], -0.0f);
   EXPECT_TRUE(std::isnan(none[1]));
 }

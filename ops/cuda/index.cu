@@ -5,6 +5,7 @@
 
 #include "ops/factory.h"
 #include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/device_error.h"
 
 namespace tg::cuda {
 namespace {
@@ -43,44 +44,41 @@ Geometry make_geometry(const char* op, const Tensor& walked, const Tensor& index
   return g;
 }
 
-// Offsets into the walked tensor (b) and the indexed tensor (a) for linear position i; false when
-// the index read at `dim` is out of range.
+// Offsets into the walked tensor (b) and the indexed tensor (a) for linear position i; false (after
+// reporting the index to the device error record) when the index read at `dim` is out of range.
 template <typename I>
 __device__ bool locate(const Geometry& g, int64_t i, const I* index, int64_t index_stride, int64_t& a_off,
-                       int64_t& b_off) {
+                       int64_t& b_off, DeviceErrorRecord* error, DeviceErrorOp op) {
   a_off = 0;
   b_off = 0;
+  bool ok = true;
   for (int d = g.ndim - 1; d >= 0; --d) {
     const int64_t c = i % g.sizes[d];
     i /= g.sizes[d];
     b_off += c * g.b_strides[d];
     if (d == g.dim) {
       const int64_t k = static_cast<int64_t>(index[c * index_stride]);
-      if (k < 0 || k >= g.dim_size) return false;
-      a_off += k * g.a_strides[d];
+      if (k < 0 || k >= g.dim_size) {
+        report_device_error(error, op, k, g.dim_size, g.dim, 0);
+        ok = false;  // b_off still completes: index_select zeroes that output element
+      } else {
+        a_off += k * g.a_strides[d];
+      }
     } else {
       a_off += c * g.a_strides[d];
     }
   }
-  return true;
-}
-
-// Reports a bad index: through the flag normally, by trapping while a graph is being captured
-// (the host cannot read the flag there, and a wrong answer must not pass silently).
-__device__ void report_bad_index(int* flag, bool trap) {
-  if (trap) __trap();
-  *flag = 1;
+  return ok;
 }
 
 // walked = out (contiguous), indexed = x.
 template <typename T, typename I>
 __global__ void index_select_kernel(Geometry g, int64_t n, const T* x, const I* index, int64_t index_stride, T* out,
-                                    int* flag, bool trap) {
+                                    DeviceErrorRecord* error) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   int64_t x_off, out_off;
-  if (!locate(g, i, index, index_stride, x_off, out_off)) {
-    report_bad_index(flag, trap);
+  if (!locate(g, i, index, index_stride, x_off, out_off, error, DeviceErrorOp::IndexSelect)) {
     out[out_off] = T(0);
     return;
   }
@@ -99,34 +97,12 @@ __device__ void atomic_add(T* p, T v) {
 // walked = source, indexed = out (contiguous).
 template <typename T, typename I>
 __global__ void index_add_kernel(Geometry g, int64_t n, const T* source, const I* index, int64_t index_stride, T* out,
-                                 int* flag, bool trap) {
+                                 DeviceErrorRecord* error) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   int64_t out_off, src_off;
-  if (!locate(g, i, index, index_stride, out_off, src_off)) {
-    report_bad_index(flag, trap);
-    return;
-  }
+  if (!locate(g, i, index, index_stride, out_off, src_off, error, DeviceErrorOp::IndexAdd)) return;
   atomic_add(out + out_off, source[src_off]);
-}
-
-// Runs `launch(flag, trap)` and turns a raised flag into a tg::Error.
-template <typename Launch>
-void with_index_check(const char* op, const Tensor& like, int64_t dim, int64_t dim_size, Launch launch) {
-  cudaStream_t stream = current_stream();
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  TG_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
-  const bool capturing = status != cudaStreamCaptureStatusNone;
-  Tensor flag = empty({1}, {.dtype = kInt32, .device = like.device()});
-  int* flag_ptr = flag.data_ptr<int32_t>();
-  TG_CUDA_CHECK(cudaMemsetAsync(flag_ptr, 0, sizeof(int), stream));
-  launch(flag_ptr, capturing);
-  if (capturing) return;
-  int host_flag = 0;
-  TG_CUDA_CHECK(cudaMemcpyAsync(&host_flag, flag_ptr, sizeof(int), cudaMemcpyDeviceToHost, stream));
-  TG_CUDA_CHECK(cudaStreamSynchronize(stream));
-  TG_CHECK(host_flag == 0, "[", op, "] index out of range in self: an index is outside [0, ", dim_size,
-           ") for dimension ", dim);
 }
 
 int64_t index_stride_of(const Tensor& index) { return index.dim() == 0 ? 0 : index.strides()[0]; }
@@ -137,21 +113,20 @@ void index_select(const Tensor& x, int64_t dim, const Tensor& index, Tensor& out
   const int64_t n = out.numel();
   if (n == 0) return;
   const Geometry g = make_geometry("index_select", out, x, dim);
-  with_index_check("index_select", x, dim, g.dim_size, [&](int* flag, bool trap) {
-    TG_DISPATCH_ALL(x.dtype(), "index_select", [&] {
-      using T = scalar_t;
-      const unsigned blocks = blocks_for(n, kThreads);
-      if (index.dtype() == kInt64) {
-        index_select_kernel<T, int64_t><<<blocks, kThreads, 0, current_stream()>>>(
-            g, n, static_cast<const T*>(x.raw_data()), index.data_ptr<int64_t>(), index_stride_of(index),
-            static_cast<T*>(out.raw_data()), flag, trap);
-      } else {
-        index_select_kernel<T, int32_t><<<blocks, kThreads, 0, current_stream()>>>(
-            g, n, static_cast<const T*>(x.raw_data()), index.data_ptr<int32_t>(), index_stride_of(index),
-            static_cast<T*>(out.raw_data()), flag, trap);
-      }
-      TG_CUDA_CHECK_LAUNCH();
-    });
+  DeviceErrorRecord* error = device_error_record(x.device().index);
+  TG_DISPATCH_ALL(x.dtype(), "index_select", [&] {
+    using T = scalar_t;
+    const unsigned blocks = blocks_for(n, kThreads);
+    if (index.dtype() == kInt64) {
+      index_select_kernel<T, int64_t><<<blocks, kThreads, 0, current_stream()>>>(
+          g, n, static_cast<const T*>(x.raw_data()), index.data_ptr<int64_t>(), index_stride_of(index),
+          static_cast<T*>(out.raw_data()), error);
+    } else {
+      index_select_kernel<T, int32_t><<<blocks, kThreads, 0, current_stream()>>>(
+          g, n, static_cast<const T*>(x.raw_data()), index.data_ptr<int32_t>(), index_stride_of(index),
+          static_cast<T*>(out.raw_data()), error);
+    }
+    TG_CUDA_CHECK_LAUNCH();
   });
 }
 
@@ -159,21 +134,20 @@ void index_add(Tensor& out, int64_t dim, const Tensor& index, const Tensor& sour
   const int64_t n = source.numel();
   if (n == 0) return;
   const Geometry g = make_geometry("index_add", source, out, dim);
-  with_index_check("index_add", out, dim, g.dim_size, [&](int* flag, bool trap) {
-    TG_DISPATCH_NUMERIC(out.dtype(), "index_add", [&] {
-      using T = scalar_t;
-      const unsigned blocks = blocks_for(n, kThreads);
-      if (index.dtype() == kInt64) {
-        index_add_kernel<T, int64_t><<<blocks, kThreads, 0, current_stream()>>>(
-            g, n, static_cast<const T*>(source.raw_data()), index.data_ptr<int64_t>(), index_stride_of(index),
-            static_cast<T*>(out.raw_data()), flag, trap);
-      } else {
-        index_add_kernel<T, int32_t><<<blocks, kThreads, 0, current_stream()>>>(
-            g, n, static_cast<const T*>(source.raw_data()), index.data_ptr<int32_t>(), index_stride_of(index),
-            static_cast<T*>(out.raw_data()), flag, trap);
-      }
-      TG_CUDA_CHECK_LAUNCH();
-    });
+  DeviceErrorRecord* error = device_error_record(out.device().index);
+  TG_DISPATCH_NUMERIC(out.dtype(), "index_add", [&] {
+    using T = scalar_t;
+    const unsigned blocks = blocks_for(n, kThreads);
+    if (index.dtype() == kInt64) {
+      index_add_kernel<T, int64_t><<<blocks, kThreads, 0, current_stream()>>>(
+          g, n, static_cast<const T*>(source.raw_data()), index.data_ptr<int64_t>(), index_stride_of(index),
+          static_cast<T*>(out.raw_data()), error);
+    } else {
+      index_add_kernel<T, int32_t><<<blocks, kThreads, 0, current_stream()>>>(
+          g, n, static_cast<const T*>(source.raw_data()), index.data_ptr<int32_t>(), index_stride_of(index),
+          static_cast<T*>(out.raw_data()), error);
+    }
+    TG_CUDA_CHECK_LAUNCH();
   });
 }
 

@@ -9,27 +9,38 @@
 
 #include "ops/cuda/reduce_engine.cuh"
 #include "ops/reduce_functors.h"
+#include "tensor/cuda/device_error.h"
 
 namespace tg::cuda {
 namespace {
 
-// Where sample n's log-probabilities and class index live.
+// Where sample n's log-probabilities and class index live, and where a bad target is reported.
 struct NllLayout {
   const int64_t* target;
   int64_t rows, classes, row_stride, class_stride, target_stride;
+  DeviceErrorRecord* error;
 };
 
 NllLayout nll_layout(const Tensor& input, const Tensor& target) {
   const bool batched = input.dim() == 2;
-  return {target.data_ptr<int64_t>(), batched ? input.sizes()[0] : 1, input.sizes().back(),
-          batched ? input.strides()[0] : 0, input.strides().back(), batched ? target.strides()[0] : 0};
+  return {target.data_ptr<int64_t>(),
+          batched ? input.sizes()[0] : 1,
+          input.sizes().back(),
+          batched ? input.strides()[0] : 0,
+          input.strides().back(),
+          batched ? target.strides()[0] : 0,
+          device_error_record(input.device().index)};
 }
 
-// -input[n, target[n]], or NaN when the target is not a valid class.
+// -input[n, target[n]], or NaN when the target is not a valid class (then reported, and raised
+// at the next host synchronization).
 template <typename T>
 __device__ __forceinline__ T nll_term(const T* x, const NllLayout& l, int64_t n) {
   const int64_t t = l.target[n * l.target_stride];
-  if (t < 0 || t >= l.classes) return std::numeric_limits<T>::quiet_NaN();
+  if (t < 0 || t >= l.classes) {
+    report_device_error(l.error, DeviceErrorOp::NllLoss, t, l.classes, 0, n);
+    return std::numeric_limits<T>::quiet_NaN();
+  }
   return -x[n * l.row_stride + t * l.class_stride];
 }
 
@@ -73,8 +84,12 @@ __global__ void nll_backward_kernel(const T* grad, int64_t grad_stride, T scale,
   const int64_t n = i / l.classes;
   const int64_t c = i - n * l.classes;
   const int64_t t = l.target[n * l.target_stride];
-  if (t < 0 || t >= l.classes) out[i] = std::numeric_limits<T>::quiet_NaN();
-  else out[i] = c == t ? -grad[n * grad_stride] * scale : T(0);
+  if (t < 0 || t >= l.classes) {
+    if (c == 0) report_device_error(l.error, DeviceErrorOp::NllLossBackward, t, l.classes, 0, n);
+    out[i] = std::numeric_limits<T>::quiet_NaN();
+  } else {
+    out[i] = c == t ? -grad[n * grad_stride] * scale : T(0);
+  }
 }
 
 }  // namespace

@@ -5,7 +5,8 @@
 
 namespace tg::cuda {
 
-// out = nll_loss(input [N, C] or [C], target [N] or []) with `reduction`; out-of-range targets give NaN.
+// out = nll_loss(input [N, C] or [C], target [N] or []) with `reduction`; an out-of-range
+// target gives NaN and is reported through the device error record (raised at the next host sync).
 void nll_loss_forward(const Tensor& input, const Tensor& target, Reduction reduction, Tensor& out);
 // out [N, C] (or [C]) = zeros with -grad (scaled by 1/N for Mean) at each target position.
 void nll_loss_backward(const Tensor& grad, const Tensor& target, Reduction reduction, Tensor& out);

@@ -5,6 +5,7 @@
 #include "tensor/allocator.h"
 #include "tensor/cuda/caching_allocator.h"
 #include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/device_error.h"
 #include "tensor/cuda/device_guard.h"
 
 namespace tg {
@@ -55,13 +56,18 @@ void memcpy(void* dst, Device dst_device, const void* src, Device src_device, in
   } else {
     TG_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, stream));
   }
-  // Host memory may be reused or read as soon as we return.
-  if (!dst_device.is_cuda() || !src_device.is_cuda()) TG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (dst_device.is_cuda() && src_device.is_cuda()) return;
+  // Host memory may be reused or read as soon as we return. A device-to-host copy is also where
+  // errors that kernels reported since the last check surface (read on the same stream).
+  const DeviceErrorRecord* seen = dst_device.is_cuda() ? nullptr : enqueue_device_error_read(src_device.index, stream);
+  TG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  raise_device_error(src_device.index, seen);
 }
 
 void synchronize(int device_index) {
   DeviceGuard guard(device_index);
   TG_CUDA_CHECK(cudaDeviceSynchronize());
+  check_device_error(device_index);
 }
 
 void set_device(int device_index) {

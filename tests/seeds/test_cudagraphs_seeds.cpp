@@ -159,7 +159,8 @@ TEST(CudagraphsSeed, test_dead_fill) {
     return std::tuple<Tensor, Tensor>{c, y};
   };
   auto compiled = compile(model, kCudagraphs);
-  Tensor x = empty({20}, {.device = cuda_device()});
+  // The seed uses torch.empty; the clone would then read never-written memory (initcheck errors).
+  Tensor x = randn({20}, {.device = cuda_device()});
   for (int i = 0; i < kIters; ++i) {
     auto [rx, ry] = compiled(x);
     expect_close(rx, full({20}, 2.0f, {.device = cuda_device()}));
