@@ -81,11 +81,15 @@ class GraphTask {
   }
 
  private:
+  // A node runs once every gradient it will receive has arrived: one per edge into it, and one
+  // per root that starts at it (several outputs of one node may be roots together).
   void count_dependencies(const std::vector<Edge>& roots) {
     std::vector<Node*> stack;
     std::unordered_set<Node*> seen;
-    for (const Edge& e : roots)
+    for (const Edge& e : roots) {
+      ++dependencies_[e.fn.get()];
       if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+    }
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();

@@ -18,16 +18,21 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITE
 echo "== ctest" | tee -a "$log"
 (cd build-gpu && ctest -j8 --timeout 900 --output-on-failure) >"$out/ctest.txt" 2>&1
 grep -E "tests passed|tests failed|The following tests|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|\(Subprocess" "$out/ctest.txt" | head -40
+echo "== differential fuzzer under cudagraphs" | tee -a "$log"
+TG_FUZZ_PROGRAMS=${TG_FUZZ_PROGRAMS:-2000} build-gpu/tests/test_fuzz --gtest_filter='*Cuda*' >"$out/fuzz.txt" 2>&1
+grep -E "^fuzz |fuzz program|PASSED|FAILED" "$out/fuzz.txt" | cut -c1-300 | head -20
 if [ -n "${TG_SANITIZERS:-${TG_MEMCHECK:-}}" ]; then
   # compute-sanitizer over every CUDA graph test (and the device error checks): memcheck, initcheck
   # (reads of never-written device memory) and synccheck; prints each run's ERROR SUMMARY.
   echo "== compute-sanitizer memcheck, initcheck, synccheck on the CUDA graph tests" | tee -a "$log"
   for tool in memcheck initcheck synccheck; do
     for t in ${TG_SANITIZE_TESTS:-test_cudagraphs_seeds test_cudagraph_trees test_cudagraph_pool \
-             test_optim_compiled test_device_error}; do
+             test_optim_compiled test_device_error test_norm_pool}; do
       printf '%s %s: ' "$tool" "$t"
-      compute-sanitizer --tool "$tool" --error-exitcode 1 "build-gpu/tests/$t" --gtest_brief=1 >"$out/$tool-$t.txt" 2>&1
-      grep -E "ERROR SUMMARY" "$out/$tool-$t.txt" | tail -1 || echo "no summary (see $tool-$t.txt)"
+      compute-sanitizer --tool "$tool" --error-exitcode 1 "build-gpu/tests/$t" --gtest_brief=1 >"$out/sanitizer.log" 2>&1
+      { grep -E "ERROR SUMMARY" "$out/sanitizer.log" | tail -1; grep -E "tests? (ran|PASSED)|FAILED" "$out/sanitizer.log" | tail -2; } |
+        tr '\n' ' ' || echo "no summary"
+      echo
     done
   done | tee "$out/sanitizers.txt"
 fi

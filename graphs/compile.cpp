@@ -210,7 +210,8 @@ TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorLi
   // its grad_fn, the node that saves it, and a graph kept for double backward would never be freed.
   TensorList saved;
   saved.reserve(results.size() - n_out - n_mut);
-  for (size_t i = n_out + n_mut; i < results.size(); ++i) saved.push_back(fresh_handle(results[i]));
+  for (size_t i = n_out + n_mut; i < results.size(); ++i)
+    saved.push_back(results[i].defined() ? fresh_handle(results[i]) : results[i]);
 
   TensorList outputs;
   outputs.reserve(n_out);
@@ -220,9 +221,13 @@ TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorLi
   for (size_t i = 0; i < n_out; ++i) {
     Tensor t = results[i];
     const auto& alias = joint.output_aliases[i];
-    if (alias && !joint.output_requires_grad[i]) {
-      // Views of inputs stay views of the caller's tensors, even when functionalization wrote elsewhere.
-      t = primal(alias->source, args, captured).detach().as_strided(alias->sizes, alias->strides, alias->storage_offset);
+    if (alias) {
+      // Views of inputs stay views of the caller's tensors, even when functionalization wrote
+      // elsewhere (the epilogue has written the final contents there). One that requires grad gets
+      // its own handle, to which the compiled backward is attached below.
+      Tensor view = primal(alias->source, args, captured).detach().as_strided(alias->sizes, alias->strides,
+                                                                              alias->storage_offset);
+      t = joint.output_requires_grad[i] ? fresh_handle(view) : view;
     } else if (std::find(seen.begin(), seen.end(), t.impl()) != seen.end()) {
       t = fresh_handle(t);
     }

@@ -24,7 +24,6 @@ struct ArgumentGuard {
 // and a graph that reads it would compute with a tensor the caller's code no longer uses.
 struct CapturedGuard {
   std::weak_ptr<TensorImpl> tensor;
-  const StorageImpl* storage = nullptr;  // swapped by set_() while the tensor lives on
   ArgumentGuard meta;
 };
 

@@ -4,6 +4,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "graphs/tracer.h"
+#include "ops/random.h"
 
 namespace tg::graphs {
 namespace {
@@ -24,9 +25,23 @@ std::optional<PrimalRef> storage_owner(const Tensor& t, const TensorList& arg_pr
   return std::nullopt;
 }
 
+// Puts the random generator back where tracing found it: traced random ops reserve counters when
+// they are created, but only runs draw numbers, so the first run draws what eager mode would.
+class GeneratorStateGuard {
+ public:
+  GeneratorStateGuard() : state_(Generator::global().state()) {}
+  ~GeneratorStateGuard() { Generator::global().set_state(state_); }
+  GeneratorStateGuard(const GeneratorStateGuard&) = delete;
+  GeneratorStateGuard& operator=(const GeneratorStateGuard&) = delete;
+
+ private:
+  PhiloxState state_;
+};
+
 }  // namespace
 
 JointGraph trace_joint(const GraphFn& fn, const TensorList& args) {
+  GeneratorStateGuard generator_state;
   JointGraph joint;
   Graph& g = joint.graph;
   Tracer tracer(g);
@@ -92,7 +107,7 @@ JointGraph trace_joint(const GraphFn& fn, const TensorList& args) {
     std::vector<Edge> diff_primals;
     auto consider = [&](const PrimalRef& p) {
       const Tensor& proxy = proxy_of(p, proxies, tracer);
-      if (!proxy.requires_grad()) return;
+      if (!tracer.has_input_edge(proxy)) return;
       joint.grad_primals.push_back(p);
       diff_primals.push_back(tracer.input_edge(proxy));
     };
@@ -101,6 +116,7 @@ JointGraph trace_joint(const GraphFn& fn, const TensorList& args) {
     for (size_t i = 0; i < tracer.lifted_proxies().size(); ++i) consider({InputKind::Lifted, static_cast<int32_t>(i)});
     if (diff_outputs.empty() || diff_primals.empty()) {
       joint.grad_primals.clear();
+      joint.lifted = tracer.lifted();
       return joint;
     }
     TensorList tangents;
@@ -121,6 +137,8 @@ JointGraph trace_joint(const GraphFn& fn, const TensorList& args) {
       // The outputs are gradients computed inside the function: their backward is refused when asked for.
       joint.backward_refused = true;
     }
+    // Backward formulas may capture real tensors too (a custom Function's saved constants).
+    joint.lifted = tracer.lifted();
   }
   return joint;
 }

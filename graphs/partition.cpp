@@ -189,6 +189,10 @@ Partition partition(const JointGraph& joint, PartitionerKind kind) {
     if (in.kind == InputKind::Argument || in.kind == InputKind::Lifted) fw.add_input(in.value, in.kind, in.index);
   std::vector<ValueId> fw_all = fw_targets;
   fw_all.insert(fw_all.end(), part.saved.begin(), part.saved.end());
+  // Random ops run even when nothing reads them: each advances the generator as in eager mode, so
+  // the draws after it match eager's.
+  for (const GraphNode& n : g.nodes)
+    if (n.phase == Phase::Forward && n.op->has(kRandom)) fw_all.insert(fw_all.end(), n.outputs.begin(), n.outputs.end());
   for (int32_t i : needed_nodes(g, fw_all, nothing, true)) fw.add_node(g.nodes[static_cast<size_t>(i)]);
   // An input the function writes into is saved as a snapshot: the caller's tensor receives the
   // write when the forward returns, and the backward must still see the value it had before.

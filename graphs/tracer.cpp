@@ -1,9 +1,13 @@
 #include "graphs/tracer.h"
 
+#include <algorithm>
+
 #include "autograd/engine.h"
+#include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/op_node.h"
 #include "graphs/functional_ops.h"
+#include "ops/factory.h"
 
 namespace tg::graphs {
 namespace {
@@ -90,27 +94,50 @@ ValueId Tracer::value_of(const Tensor& t) {
   auto known = tensors_.find(t.impl());
   if (known != tensors_.end() && known->second.storage == s && known->second.version == s->version())
     return known->second.value;
+  // Between an in-place kernel and its record, autograd re-views the written storage: those reads
+  // see the storage's base from before the write and must not stay bound past it.
+  if (std::find(pending_writes_.begin(), pending_writes_.end(), s) != pending_writes_.end()) return resolve(t);
+  const ValueId v = resolve(t);
+  bind(t, v);
+  return v;
+}
+
+ValueId Tracer::resolve(const Tensor& t) {
   if (is_constant(t)) {
-    // Constants hold real data: the current contents are simply snapshotted.
+    // Constants hold real data: the current contents are snapshotted, in the same layout (later
+    // ops recorded with absolute strides, such as as_strided, read the snapshot as they read t).
     const ValueId v = new_value(t, "constant");
-    graph_.constants[v] = t.detach().clone();
-    bind(t, v);
+    OpObserverGuard untraced(nullptr);
+    NoGradGuard no_grad;
+    Tensor snapshot = t.detach().clone();
+    if (!has_internal_overlap(t.sizes(), t.strides())) {
+      snapshot = empty_strided(t.sizes(), t.strides(), {.dtype = t.dtype(), .device = t.device()});
+      snapshot.copy_(t);
+    }
+    graph_.constants[v] = snapshot;
     return v;
   }
-  auto st = storages_.find(s);
+  auto st = storages_.find(t.impl()->storage().get());
   TG_CHECK(st != storages_.end(), "[trace] an op used a tensor of shape ", shape_str(t.sizes()),
            " that is neither an input, a captured tensor, nor produced inside the traced function");
   const StorageState& state = st->second;
-  if (same_geometry(t, state.base_meta) && t.dtype() == state.base_meta.dtype) {
-    bind(t, state.base);
-    return state.base;
-  }
+  if (same_geometry(t, state.base_meta) && t.dtype() == state.base_meta.dtype) return state.base;
   // A view whose base was rewritten (or a tensor re-wrapped by autograd): regenerate it from the base.
   auto op = std::make_shared<const AliasViewOp>(t.sizes(), t.strides(), t.storage_offset() - state.base_meta.offset);
   const ValueId v = new_value(t, "alias");
   graph_.add_node(op, {state.base}, {v}, phase_, -1);
-  bind(t, v);
   return v;
+}
+
+ValueId Tracer::value_before_write(const Tensor& t, const StorageImpl* written) {
+  if (!t.defined() || t.impl()->storage().get() != written) return value_of(t);
+  // The write already bumped the storage's version: a value bound just before it is current, and
+  // anything else is read from the storage's base, which the write has not replaced yet. Nothing is
+  // bound here, since after the write these values are stale.
+  auto known = tensors_.find(t.impl());
+  if (known != tensors_.end() && known->second.storage == written && known->second.version + 1 == written->version())
+    return known->second.value;
+  return resolve(t);
 }
 
 bool Tracer::was_mutated(const Tensor& proxy) const {
@@ -118,9 +145,12 @@ bool Tracer::was_mutated(const Tensor& proxy) const {
   return st != storages_.end() && st->second.mutated;
 }
 
-void Tracer::before_op(const OpPtr&, TensorList& inputs) {
+void Tracer::before_op(const OpPtr& op, TensorList& inputs) {
   for (Tensor& t : inputs) {
     if (!t.defined() || t.impl()->storage()->is_fake() || is_constant(t)) continue;
+    // Real memory the graph already tracks (a folded constant written with traced values) is a
+    // graph value, not a captured tensor.
+    if (storages_.count(t.impl()->storage().get()) > 0) continue;
     // A real tensor from outside the function (a parameter): lift it into a graph input by identity.
     auto it = lifted_proxies_.find(t.impl());
     if (it == lifted_proxies_.end()) {
@@ -132,6 +162,9 @@ void Tracer::before_op(const OpPtr&, TensorList& inputs) {
     }
     t = it->second;
   }
+  // Ops nest here (autograd dispatches views while recording an in-place op), so writes stack.
+  const int target = op->schema().mutates;
+  if (target >= 0) pending_writes_.push_back(inputs[static_cast<size_t>(target)].impl()->storage().get());
 }
 
 bool Tracer::wants_fake_outputs(const OpPtr& op, const TensorList& inputs) {
@@ -172,15 +205,10 @@ void Tracer::record_inplace(const OpPtr& op, const TensorList& inputs, const Ten
   // regenerated from its unchanged base when next read.
   if (target.numel() == 0 && !op->has(kMetadataMutation)) return;
   const StorageImpl* s = target.impl()->storage().get();
+  // Every operand is read as it was before the write, also one that aliases the target.
   std::vector<ValueId> ins;
   ins.reserve(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    // The write already bumped the target's version; its pre-write value is the last one bound.
-    auto known = tensors_.find(inputs[i].impl());
-    const bool stale_by_this_write = known != tensors_.end() && known->second.storage == s &&
-                                     known->second.version + 1 == s->version();
-    ins.push_back(stale_by_this_write && inputs[i].is_same(target) ? known->second.value : value_of(inputs[i]));
-  }
+  for (const Tensor& t : inputs) ins.push_back(value_before_write(t, s));
   auto fop = std::make_shared<const FunctionalizedOp>(op);
   const ValueId nv = new_value(target, fop->name());
   graph_.values[static_cast<size_t>(nv)].meta = fop->infer(inputs)[0];
@@ -217,6 +245,7 @@ void Tracer::record_inplace(const OpPtr& op, const TensorList& inputs, const Ten
 }
 
 void Tracer::on_op(const OpPtr& op, const TensorList& inputs, const TensorList& outputs) {
+  if (op->schema().mutates >= 0 && !pending_writes_.empty()) pending_writes_.pop_back();
   bool all_constant = true;
   for (const Tensor& t : inputs)
     if (t.defined() && !is_constant(t)) all_constant = false;

@@ -36,6 +36,9 @@ class Tracer final : public OpObserver {
   // Where gradients for input stand-in `proxy` arrive, as recorded before the function ran (an
   // in-place write to the input later gives it new history, but its gradient is still taken here).
   const Edge& input_edge(const Tensor& proxy) const;
+  // True when the input behind `proxy` required grad when the function was called (an in-place
+  // write of a value that requires grad does not make it a differentiable input).
+  bool has_input_edge(const Tensor& proxy) const { return input_edges_.count(proxy.impl()) > 0; }
   // True when some op wrote into the storage of `proxy` (an input stand-in).
   bool was_mutated(const Tensor& proxy) const;
 
@@ -61,6 +64,10 @@ class Tracer final : public OpObserver {
   };
 
   bool is_constant(const Tensor& t) const;
+  // The graph value of t's current contents, without binding it (regenerating a view if needed).
+  ValueId resolve(const Tensor& t);
+  // An operand's value before an in-place write into storage `written` that already happened.
+  ValueId value_before_write(const Tensor& t, const StorageImpl* written);
   void record_constant_outputs(const TensorList& outputs);
   void record_inplace(const OpPtr& op, const TensorList& inputs, const TensorList& outputs);
   void record_set(const TensorList& inputs);
@@ -78,6 +85,7 @@ class Tracer final : public OpObserver {
   TensorList lifted_;
   TensorList lifted_proxy_list_;
   std::vector<HostGuard> host_guards_;
+  std::vector<const StorageImpl*> pending_writes_;  // storages in-place ops wrote, not yet recorded
   TensorList keep_alive_;  // every traced tensor stays alive so addresses are never reused
   int name_counter_ = 0;
 };

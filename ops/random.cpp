@@ -22,6 +22,17 @@ void Generator::set_seed(uint64_t seed) {
   offset_ = 0;
 }
 
+PhiloxState Generator::state() const {
+  std::lock_guard<std::mutex> lock(generator_mutex());
+  return PhiloxState{seed_, offset_};
+}
+
+void Generator::set_state(PhiloxState state) {
+  std::lock_guard<std::mutex> lock(generator_mutex());
+  seed_ = state.seed;
+  offset_ = state.offset;
+}
+
 PhiloxState Generator::reserve(uint64_t count) {
   // Ops may be created from several threads; each must get a disjoint range of blocks.
   std::lock_guard<std::mutex> lock(generator_mutex());

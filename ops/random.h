@@ -23,6 +23,10 @@ class Generator {
   PhiloxState reserve(uint64_t count);
   uint64_t seed() const { return seed_; }
   uint64_t offset() const { return offset_; }
+  // The seed and offset the next reservation starts from.
+  PhiloxState state() const;
+  // Continues the stream from `state` (tracing restores the state it found, so that it draws nothing).
+  void set_state(PhiloxState state);
 
  private:
   uint64_t seed_ = 67280421310721ull;

@@ -194,6 +194,20 @@ TEST(CompiledBatchNorm, BuffersMatchEagerCudagraphs) {
   expect_compiled_batchnorm_matches_eager("cudagraphs", Device{DeviceType::CUDA, 0});
 }
 
+TEST(CompiledBatchNorm, EvalSwitchRecompilesAndLeavesBuffersAlone) {
+  nn::BatchNorm2d bn(2);
+  auto f = compile([&bn](const Tensor& x) { return bn(x); }, {.backend = "aot_eager"});
+  Tensor x = randn({3, 2, 2, 2});
+  f(x);
+  const Tensor rm = bn.running_mean().clone();
+  bn.eval();
+  testing::expect_close(f(x), batch_norm(x, bn.running_mean(), bn.running_var(), bn.weight(), bn.bias(), false), 1e-5,
+                        1e-6);
+  testing::expect_close(bn.running_mean(), rm);
+  EXPECT_EQ(bn.num_batches_tracked().item<int64_t>(), 1);
+  EXPECT_EQ(f.counters().compilations, 2);
+}
+
 TEST(NormPoolCuda, MatchesCpuForwardAndBackward) {
   TG_REQUIRE_CUDA();
   Tensor x = testing::random_tensor({3, 4, 9, 7}, kFloat32);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <sstream>
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
@@ -35,18 +36,31 @@ TensorList copy_inputs(const TensorList& inputs) {
   return out;
 }
 
-void expect_same_values(const Tensor& actual, const Tensor& expected, double rtol, double atol, const std::string& what) {
-  ASSERT_EQ(actual.defined(), expected.defined()) << what << ": defined in one mode only";
-  if (!expected.defined()) return;
-  ASSERT_EQ(actual.sizes(), expected.sizes()) << what << ": sizes differ";
-  EXPECT_EQ(actual.dtype(), expected.dtype()) << what << ": dtypes differ";
-  EXPECT_EQ(actual.device(), expected.device()) << what << ": devices differ";
+// The first way `actual` differs from `expected`, in words.
+std::optional<std::string> value_difference(const Tensor& actual, const Tensor& expected, double rtol, double atol,
+                                            const std::string& what) {
+  if (actual.defined() != expected.defined()) return what + ": defined in one mode only";
+  if (!expected.defined()) return std::nullopt;
+  std::ostringstream os;
+  if (actual.sizes() != expected.sizes()) {
+    os << what << ": sizes differ, compiled " << shape_str(actual.sizes()) << " vs eager " << shape_str(expected.sizes());
+    return os.str();
+  }
+  if (actual.dtype() != expected.dtype())
+    return what + ": dtypes differ, compiled " + std::string(dtype_name(actual.dtype())) + " vs eager " +
+           std::string(dtype_name(expected.dtype()));
+  if (actual.device() != expected.device()) return what + ": devices differ";
   const std::vector<double> a = actual.detach().to_vector<double>();
   const std::vector<double> e = expected.detach().to_vector<double>();
   for (size_t i = 0; i < e.size(); ++i) {
     if (std::isnan(a[i]) && std::isnan(e[i])) continue;
-    EXPECT_NEAR(a[i], e[i], atol + rtol * std::abs(e[i])) << what << ", element " << i;
+    if (std::isinf(e[i]) && a[i] == e[i]) continue;
+    if (!(std::abs(a[i] - e[i]) <= atol + rtol * std::abs(e[i]))) {
+      os << what << ", element " << i << ": compiled " << a[i] << " vs eager " << e[i];
+      return os.str();
+    }
   }
+  return std::nullopt;
 }
 
 // -1 when t shares no storage with any of `others`, else the index of the first that it shares with.
@@ -56,48 +70,81 @@ int aliases(const Tensor& t, const TensorList& others) {
   return -1;
 }
 
-}  // namespace
-
-void expect_compiled_matches_eager(const graphs::GraphFn& fn, const TensorList& inputs, const ParityOptions& options) {
-  graphs::CompiledFunction compiled(fn, options.compile);
-  for (int call = 0; call < options.calls; ++call) {
-    const std::string at = "call " + std::to_string(call) + ": ";
-    TensorList eager_in = copy_inputs(inputs);
-    TensorList compiled_in = copy_inputs(inputs);
-    TensorList expected = fn(eager_in);
-    TensorList actual = compiled.call(compiled_in);
-    ASSERT_EQ(actual.size(), expected.size()) << at << "number of outputs differs";
+// One call in both modes; the first difference, or nullopt.
+std::optional<std::string> compare_call(graphs::CompiledFunction& compiled, const graphs::GraphFn& fn,
+                                        const TensorList& inputs, const ParityOptions& options, int call,
+                                        std::optional<std::string>& eager_error) {
+  const std::string at = "call " + std::to_string(call) + ": ";
+  TensorList eager_in = copy_inputs(inputs);
+  TensorList compiled_in = copy_inputs(inputs);
+  TensorList expected, actual;
+  TensorList eager_diff, weights;
+  try {
+    if (options.seed) manual_seed(*options.seed + static_cast<uint64_t>(call));
+    expected = fn(eager_in);
+    for (const Tensor& out : expected) {
+      if (!out.requires_grad()) continue;
+      eager_diff.push_back(out);
+      NoGradGuard no_grad;
+      weights.push_back(rand(out.sizes(), {.dtype = out.dtype(), .device = out.device()}));
+    }
+    if (!eager_diff.empty()) backward(eager_diff, weights);
+  } catch (const Error& e) {
+    eager_error = e.what();
+    return std::nullopt;
+  }
+  try {
+    if (options.seed) manual_seed(*options.seed + static_cast<uint64_t>(call));
+    actual = compiled.call(compiled_in);
+    if (actual.size() != expected.size()) return at + "number of outputs differs";
+    TensorList compiled_diff;
     for (size_t i = 0; i < expected.size(); ++i) {
-      expect_same_values(actual[i], expected[i], options.rtol, options.atol, at + "output " + std::to_string(i));
-      EXPECT_EQ(aliases(actual[i], compiled_in), aliases(expected[i], eager_in))
-          << at << "output " << i << " aliases a different input than in eager mode";
-      TensorList earlier_actual(actual.begin(), actual.begin() + static_cast<ptrdiff_t>(i));
-      TensorList earlier_expected(expected.begin(), expected.begin() + static_cast<ptrdiff_t>(i));
-      EXPECT_EQ(aliases(actual[i], earlier_actual), aliases(expected[i], earlier_expected))
-          << at << "output " << i << " aliases a different output than in eager mode";
-      EXPECT_EQ(actual[i].requires_grad(), expected[i].requires_grad())
-          << at << "output " << i << " requires_grad differs";
+      if (actual[i].requires_grad() != expected[i].requires_grad())
+        return at + "output " + std::to_string(i) + " requires_grad differs";
+      if (expected[i].requires_grad()) compiled_diff.push_back(actual[i]);
+    }
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const std::string out = "output " + std::to_string(i);
+      if (auto d = value_difference(actual[i], expected[i], options.rtol, options.atol, at + out)) return d;
+      if (aliases(actual[i], compiled_in) != aliases(expected[i], eager_in))
+        return at + out + " aliases a different input than in eager mode";
+      const TensorList earlier_actual(actual.begin(), actual.begin() + static_cast<ptrdiff_t>(i));
+      const TensorList earlier_expected(expected.begin(), expected.begin() + static_cast<ptrdiff_t>(i));
+      if (aliases(actual[i], earlier_actual) != aliases(expected[i], earlier_expected))
+        return at + out + " aliases a different output than in eager mode";
     }
     for (size_t i = 0; i < inputs.size(); ++i)
-      expect_same_values(compiled_in[i], eager_in[i], options.rtol, options.atol, at + "input " + std::to_string(i) + " after the call");
-
-    TensorList eager_diff, compiled_diff, weights;
-    for (size_t i = 0; i < expected.size(); ++i) {
-      if (!expected[i].requires_grad() || !actual[i].requires_grad()) continue;
-      eager_diff.push_back(expected[i]);
-      compiled_diff.push_back(actual[i]);
-      NoGradGuard no_grad;
-      weights.push_back(rand(expected[i].sizes(), {.dtype = expected[i].dtype(), .device = expected[i].device()}));
-    }
-    if (eager_diff.empty()) continue;
-    backward(eager_diff, weights);
-    backward(compiled_diff, weights);
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (!eager_in[i].requires_grad()) continue;
-      expect_same_values(compiled_in[i].grad(), eager_in[i].grad(), options.rtol, options.atol,
-                         at + "grad of input " + std::to_string(i));
-    }
+      if (auto d = value_difference(compiled_in[i], eager_in[i], options.rtol, options.atol,
+                                    at + "input " + std::to_string(i) + " after the call"))
+        return d;
+    if (!compiled_diff.empty()) backward(compiled_diff, weights);
+  } catch (const Error& e) {
+    return at + "compiled mode raised where eager mode did not: " + e.what();
   }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!eager_in[i].requires_grad()) continue;
+    if (auto d = value_difference(compiled_in[i].grad(), eager_in[i].grad(), options.rtol, options.atol,
+                                  at + "grad of input " + std::to_string(i)))
+      return d;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ParityReport compare_compiled_with_eager(const graphs::GraphFn& fn, const TensorList& inputs,
+                                         const ParityOptions& options) {
+  ParityReport report;
+  graphs::CompiledFunction compiled(fn, options.compile);
+  for (int call = 0; call < options.calls && !report.difference && !report.eager_error; ++call)
+    report.difference = compare_call(compiled, fn, inputs, options, call, report.eager_error);
+  return report;
+}
+
+void expect_compiled_matches_eager(const graphs::GraphFn& fn, const TensorList& inputs, const ParityOptions& options) {
+  const ParityReport report = compare_compiled_with_eager(fn, inputs, options);
+  if (report.eager_error) ADD_FAILURE() << "eager mode raised: " << *report.eager_error;
+  if (report.difference) ADD_FAILURE() << *report.difference;
 }
 
 }  // namespace tg::testing

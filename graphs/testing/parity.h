@@ -1,22 +1,40 @@
-// A gtest helper for users: check that a compiled function matches eager mode exactly.
+// Checks that a compiled function matches eager mode exactly: for users' gtest suites and for the
+// differential fuzzer.
 #pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
 
 #include "graphs/compile.h"
 
 namespace tg::testing {
 
-// Tolerances and compile options for expect_compiled_matches_eager.
+// Tolerances and compile options for the parity checks.
 struct ParityOptions {
   CompileOptions compile;
   double rtol = 1e-5;
   double atol = 1e-6;
   int calls = 2;  // calls of the compiled function (the first traces, later ones hit the cache)
+  std::optional<uint64_t> seed;  // reseeds the generator before each eager and compiled call (random ops)
+};
+
+// How a compiled run compared with eager mode.
+struct ParityReport {
+  std::optional<std::string> eager_error;  // eager mode raised this (nothing is compared then)
+  std::optional<std::string> difference;   // the first difference found, in words
 };
 
 // Runs fn eagerly and compiled on separate copies of `inputs` (strides, requires_grad and
-// argument aliasing preserved) and records gtest failures for any difference in: output values,
-// dtypes and shapes; which outputs alias inputs or each other; the inputs' contents afterwards
-// (mutations); and, when outputs require grad, the gradients of every input that requires grad.
+// argument aliasing preserved), `options.calls` times, and compares: output values, dtypes and
+// shapes; which outputs alias inputs or each other; the inputs' contents afterwards (mutations);
+// and, when outputs require grad, the gradients of every input that requires grad. A compiled
+// call that raises where eager does not is a difference.
+ParityReport compare_compiled_with_eager(const graphs::GraphFn& fn, const TensorList& inputs,
+                                         const ParityOptions& options = {});
+
+// compare_compiled_with_eager as a gtest assertion: records a failure for a difference or for
+// eager mode raising.
 void expect_compiled_matches_eager(const graphs::GraphFn& fn, const TensorList& inputs,
                                    const ParityOptions& options = {});
 
