@@ -3,6 +3,7 @@
 
 #include "nn/activation.h"
 #include "nn/attention.h"
+#include "nn/conv.h"
 #include "nn/container.h"
 #include "nn/embedding.h"
 #include "nn/init.h"

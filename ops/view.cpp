@@ -318,6 +318,35 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
   return reshape(x, sizes);
 }
 
+Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
+  const int64_t d = wrap_dim(dim, x.dim(), "unflatten");
+  TG_CHECK(!sizes.empty(), "[unflatten] expected sizes to be non-empty");
+  const int64_t extent = x.size(d);
+  int64_t known = 1, inferred = -1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == -1) {
+      TG_CHECK(inferred < 0, "[unflatten] only one dimension can be inferred, got sizes ", shape_str(sizes));
+      inferred = static_cast<int64_t>(i);
+    } else {
+      TG_CHECK(sizes[i] >= 0, "[unflatten] invalid size ", sizes[i], " in ", shape_str(sizes));
+      known *= sizes[i];
+    }
+  }
+  Shape split = sizes;
+  if (inferred >= 0) {
+    TG_CHECK(known != 0 && extent % known == 0, "[unflatten] cannot infer -1 in ", shape_str(sizes),
+             " for dim ", d, " of size ", extent);
+    split[static_cast<size_t>(inferred)] = extent / known;
+  } else {
+    TG_CHECK(known == extent, "[unflatten] provided sizes ", shape_str(sizes), " don't multiply up to the size of dim ",
+             d, " (", extent, ") in the input tensor of shape ", shape_str(x.sizes()));
+  }
+  Shape out(x.sizes().begin(), x.sizes().begin() + d);
+  out.insert(out.end(), split.begin(), split.end());
+  out.insert(out.end(), x.sizes().begin() + d + 1, x.sizes().end());
+  return view(x, out);
+}
+
 Tensor squeeze(const Tensor& x) { return call_op<SqueezeOp>({x}, std::nullopt); }
 Tensor squeeze(const Tensor& x, int64_t dim) { return call_op<SqueezeOp>({x}, std::optional<int64_t>(dim)); }
 Tensor unsqueeze(const Tensor& x, int64_t dim) { return call_op<UnsqueezeOp>({x}, dim); }

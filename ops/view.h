@@ -12,6 +12,8 @@ Tensor view(const Tensor& x, const Shape& sizes);
 // A view when strides allow, else a contiguous copy.
 Tensor reshape(const Tensor& x, const Shape& sizes);
 Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+// Splits dim into `sizes` (one may be -1), the inverse of flatten; a view.
+Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes);
 // Python-style slicing x[start:end:step] along dim (negative and out-of-range bounds clamp).
 Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step = 1);
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);

@@ -159,6 +159,29 @@ inline std::vector<OpCase> all_op_cases() {
   add_case("linear_no_bias", [] { return TensorList{uniform({3, 4}), uniform({2, 4})}; },
            [](L x) { return linear(x[0], x[1]); }, true);
 
+  // ---- convolutions and padding ----
+  add_case("conv2d", [] { return TensorList{uniform({2, 3, 5, 6}), uniform({4, 3, 3, 2}), uniform({4})}; },
+           [](L x) { return conv2d(x[0], x[1], x[2]); }, true);
+  add_case("conv2d_stride_pad_dilation_groups",
+           [] { return TensorList{uniform({2, 4, 7, 6}), uniform({6, 2, 3, 3}), uniform({6})}; },
+           [](L x) { return conv2d(x[0], x[1], x[2], {2, 1}, Shape{1, 2}, {2, 1}, 2); }, true);
+  add_case("conv2d_same_even_kernel", [] { return TensorList{uniform({1, 2, 5, 4}), uniform({3, 2, 2, 4})}; },
+           [](L x) { return conv2d(x[0], x[1], Tensor(), {1}, "same"); }, true);
+  add_case("conv2d_pointwise_unbatched", [] { return TensorList{uniform({3, 4, 5}), uniform({2, 3, 1, 1})}; },
+           [](L x) { return conv2d(x[0], x[1]); }, true);
+  add_case("conv1d", [] { return TensorList{uniform({2, 4, 9}), uniform({6, 2, 3}), uniform({6})}; },
+           [](L x) { return conv1d(x[0], x[1], x[2], {2}, 1, {2}, 2); }, true);
+  add_case("conv1d_valid", [] { return TensorList{uniform({2, 3, 6}), uniform({2, 3, 4})}; },
+           [](L x) { return conv1d(x[0], x[1], Tensor(), {1}, "valid"); }, true);
+  add_case("pad_constant", [] { return TensorList{uniform({2, 3, 4})}; },
+           [](L x) { return pad(x[0], {1, 2, -1, 1}, "constant", 0.5); });
+  add_case("pad_reflect", [] { return TensorList{uniform({2, 3, 4})}; },
+           [](L x) { return pad(x[0], {2, 1, 1, 2}, "reflect"); });
+  add_case("pad_replicate", [] { return TensorList{uniform({2, 3, 4})}; },
+           [](L x) { return pad(x[0], {0, 2, 1, 0}, "replicate"); });
+  add_case("unflatten", [] { return TensorList{uniform({2, 12})}; },
+           [](L x) { return unflatten(x[0], 1, {3, -1}) * 2.0; });
+
   // ---- softmax ----
   add_case("softmax", [] { return TensorList{uniform({3, 4}, -2, 2)}; }, [](L x) { return softmax(x[0], 1); }, true);
   add_case("softmax_dim0_3d", [] { return TensorList{uniform({3, 2, 2}, -2, 2)}; },

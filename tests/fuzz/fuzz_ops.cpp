@@ -313,6 +313,24 @@ std::vector<FuzzOp> make_ops() {
                        [](const Names& n, const Attrs& a) {
                          return "masked_fill(" + n[0] + ", gt(" + n[1] + ", " + num(a.reals[0]) + "), " + num(a.reals[1]) + ")";
                        }});
+  // A [C, H, W] input convolved with a kxk window of itself as the weight [1, C, k, k], so that the
+  // input's gradient gathers both the data and the weight paths.
+  ops.push_back(FuzzOp{"conv2d", 1, false,
+                       [](Rng& rng, const TensorList& x, Attrs& a) {
+                         if (!floating(x[0]) || x[0].dim() != 3) return false;
+                         a.ints = {rng.between(1, 2), rng.between(1, 2), rng.between(0, 1)};  // k, stride, padding
+                         return x[0].size(0) > 0 && x[0].size(1) >= a.ints[0] && x[0].size(2) >= a.ints[0];
+                       },
+                       [](TensorList& x, const Attrs& a) {
+                         const Tensor w = x[0].narrow(1, 0, a.ints[0]).narrow(2, 0, a.ints[0]).unsqueeze(0);
+                         return conv2d(x[0], w, Tensor(), {a.ints[1]}, a.ints[2]);
+                       },
+                       [](const Names& n, const Attrs& a) {
+                         const std::string k = std::to_string(a.ints[0]);
+                         return "conv2d(" + n[0] + ", " + n[0] + ".narrow(1, 0, " + k + ").narrow(2, 0, " + k +
+                                ").unsqueeze(0), Tensor(), {" + std::to_string(a.ints[1]) + "}, " +
+                                std::to_string(a.ints[2]) + ")";
+                       }});
   return ops;
 }
 

@@ -1,0 +1,105 @@
+#include "nn/conv.h"
+
+#include <cmath>
+
+#include "nn/init.h"
+#include "ops/factory.h"
+#include "ops/view.h"
+
+namespace tg::nn {
+namespace {
+
+// `v` as `spatial` values (one value repeats).
+Shape per_dim(const char* name, const char* what, const Shape& v, int spatial) {
+  TG_CHECK(v.size() == 1 || static_cast<int>(v.size()) == spatial, "[", name, "] expected ", what, " as ",
+           spatial == 1 ? "one value" : "one or two values", ", got ", shape_str(v));
+  return v.size() == 1 ? Shape(static_cast<size_t>(spatial), v[0]) : v;
+}
+
+std::string list_str(const Shape& v) {
+  std::string s = "(";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(v[i]);
+  }
+  return s + (v.size() == 1 ? ",)" : ")");
+}
+
+}  // namespace
+
+ConvNd::ConvNd(const char* name, int spatial, int64_t in_channels, int64_t out_channels, Shape kernel_size,
+               Shape stride, ConvPadding padding, Shape dilation, int64_t groups, bool bias, TensorOptions options)
+    : in_channels_(in_channels),
+      out_channels_(out_channels),
+      groups_(groups),
+      kernel_size_(per_dim(name, "kernel_size", kernel_size, spatial)),
+      stride_(per_dim(name, "stride", stride, spatial)),
+      dilation_(per_dim(name, "dilation", dilation, spatial)),
+      padding_(std::move(padding)) {
+  TG_CHECK(in_channels > 0 && out_channels > 0, "[", name, "] in_channels and out_channels must be positive, got ",
+           in_channels, " and ", out_channels);
+  TG_CHECK(groups > 0, "[", name, "] groups must be positive, got ", groups);
+  TG_CHECK(in_channels % groups == 0, "[", name, "] in_channels (", in_channels, ") must be divisible by groups (",
+           groups, ")");
+  TG_CHECK(out_channels % groups == 0, "[", name, "] out_channels (", out_channels, ") must be divisible by groups (",
+           groups, ")");
+  for (int64_t k : kernel_size_) TG_CHECK(k > 0, "[", name, "] kernel_size must be positive, got ", shape_str(kernel_size));
+  if (const auto* amounts = std::get_if<Shape>(&padding_.value)) padding_.value = per_dim(name, "padding", *amounts, spatial);
+  options.dtype = options.dtype_or(kFloat32);
+  TG_CHECK(is_floating(*options.dtype), "[", name, "] parameters need a floating dtype, got ",
+           dtype_name(*options.dtype));
+  options.requires_grad = false;
+  Shape wsizes{out_channels, in_channels / groups};
+  wsizes.insert(wsizes.end(), kernel_size_.begin(), kernel_size_.end());
+  Tensor w = empty(wsizes, options);
+  init::kaiming_uniform_(w, std::sqrt(5.0));
+  weight_ = register_parameter("weight", w);
+  if (bias) {
+    const int64_t fan_in = init::fan_in_and_fan_out(w).first;
+    Tensor b = empty({out_channels}, options);
+    const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
+    init::uniform_(b, -bound, bound);
+    bias_ = register_parameter("bias", b);
+  }
+}
+
+std::string ConvNd::extra_repr() const {
+  std::string s = std::to_string(in_channels_) + ", " + std::to_string(out_channels_) +
+                  ", kernel_size=" + list_str(kernel_size_) + ", stride=" + list_str(stride_);
+  if (const auto* mode = std::get_if<std::string>(&padding_.value)) s += ", padding=" + *mode;
+  else s += ", padding=" + list_str(std::get<Shape>(padding_.value));
+  if (dilation_ != Shape(dilation_.size(), 1)) s += ", dilation=" + list_str(dilation_);
+  if (groups_ != 1) s += ", groups=" + std::to_string(groups_);
+  if (!bias_.defined()) s += ", bias=False";
+  return s;
+}
+
+Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride, ConvPadding padding,
+               int64_t dilation, int64_t groups, bool bias, TensorOptions options)
+    : ConvNd("Conv1d", 1, in_channels, out_channels, {kernel_size}, {stride}, std::move(padding), {dilation}, groups,
+             bias, options) {}
+
+Tensor Conv1d::forward(const Tensor& input) {
+  return conv1d(input, weight_, bias_, stride_, padding_, dilation_, groups_);
+}
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Shape kernel_size, Shape stride, ConvPadding padding,
+               Shape dilation, int64_t groups, bool bias, TensorOptions options)
+    : ConvNd("Conv2d", 2, in_channels, out_channels, std::move(kernel_size), std::move(stride), std::move(padding),
+             std::move(dilation), groups, bias, options) {}
+
+Tensor Conv2d::forward(const Tensor& input) {
+  return conv2d(input, weight_, bias_, stride_, padding_, dilation_, groups_);
+}
+
+Tensor Flatten::forward(const Tensor& input) { return flatten(input, start_dim_, end_dim_); }
+
+std::string Flatten::extra_repr() const {
+  return "start_dim=" + std::to_string(start_dim_) + ", end_dim=" + std::to_string(end_dim_);
+}
+
+Tensor Unflatten::forward(const Tensor& input) { return unflatten(input, dim_, sizes_); }
+
+std::string Unflatten::extra_repr() const { return "dim=" + std::to_string(dim_) + ", unflattened_size=" + list_str(sizes_); }
+
+}  // namespace tg::nn

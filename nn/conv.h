@@ -1,0 +1,77 @@
+// Convolution layers (Conv1d, Conv2d) initialized as PyTorch's, Flatten and Unflatten.
+#pragma once
+
+#include <string>
+
+#include "nn/module.h"
+#include "ops/conv.h"
+
+namespace tg::nn {
+
+// Shared state of Conv1d/Conv2d: weight [out, in/groups, *kernel], optional bias [out], and geometry.
+class ConvNd : public Module {
+ public:
+  std::string extra_repr() const override;
+  Tensor& weight() { return weight_; }
+  // Undefined when built with bias = false.
+  Tensor& bias() { return bias_; }
+  int64_t in_channels() const { return in_channels_; }
+  int64_t out_channels() const { return out_channels_; }
+
+ protected:
+  // `spatial` is 1 or 2; kernel_size/stride/dilation take one value or one per spatial dim.
+  ConvNd(const char* name, int spatial, int64_t in_channels, int64_t out_channels, Shape kernel_size, Shape stride,
+         ConvPadding padding, Shape dilation, int64_t groups, bool bias, TensorOptions options);
+
+  int64_t in_channels_, out_channels_, groups_;
+  Shape kernel_size_, stride_, dilation_;
+  ConvPadding padding_;
+  Tensor weight_, bias_;
+};
+
+// 1-D convolution over [N, C_in, L] (or [C_in, L]) with torch.nn.Conv1d's options and init:
+// weight ~ kaiming_uniform(a = sqrt(5)), bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+class Conv1d : public ConvNd {
+ public:
+  Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1, ConvPadding padding = 0,
+         int64_t dilation = 1, int64_t groups = 1, bool bias = true, TensorOptions options = {});
+  Tensor forward(const Tensor& input) override;
+  std::string type_name() const override { return "Conv1d"; }
+};
+
+// 2-D convolution over [N, C_in, H, W] (or [C_in, H, W]) with torch.nn.Conv2d's options and init;
+// kernel_size, stride and dilation take one value for both dims or two.
+class Conv2d : public ConvNd {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, Shape kernel_size, Shape stride = {1}, ConvPadding padding = 0,
+         Shape dilation = {1}, int64_t groups = 1, bool bias = true, TensorOptions options = {});
+  Tensor forward(const Tensor& input) override;
+  std::string type_name() const override { return "Conv2d"; }
+};
+
+// Flattens dims start_dim..end_dim into one (defaults keep the batch dim), as torch.nn.Flatten.
+class Flatten : public Module {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_dim_(start_dim), end_dim_(end_dim) {}
+  Tensor forward(const Tensor& input) override;
+  std::string type_name() const override { return "Flatten"; }
+  std::string extra_repr() const override;
+
+ private:
+  int64_t start_dim_, end_dim_;
+};
+
+// Splits dim into `sizes` (one may be -1), as torch.nn.Unflatten; a view.
+class Unflatten : public Module {
+ public:
+  Unflatten(int64_t dim, Shape sizes) : dim_(dim), sizes_(std::move(sizes)) {}
+  Tensor forward(const Tensor& input) override;
+  std::string type_name() const override { return "Unflatten"; }
+  std::string extra_repr() const override;
+
+ private:
+  int64_t dim_;
+  Shape sizes_;
+};
+
+}  // namespace tg::nn

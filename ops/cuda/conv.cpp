@@ -1,0 +1,287 @@
+// Convolutions on CUDA through cuDNN's legacy convolution API. The algorithm of each shape is chosen
+// once and cached, so a call under graph capture only launches: by timing the candidates
+// (cudnnFind...Ex, as PyTorch's cudnn.benchmark) on the first call outside a capture, or from
+// cuDNN's heuristics (host-only queries) when the first call is captured. Workspaces are tensors
+// from the caching allocator, so capture sees no hidden allocation. Math is FMA-only (no TF32),
+// matching PyTorch with allow_tf32 off.
+#include <cudnn.h>
+
+#include <algorithm>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ops/conv_kernels.h"
+#include "ops/cuda/cudnn_context.h"
+#include "ops/factory.h"
+#include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/device_guard.h"
+
+namespace tg::cuda {
+namespace {
+
+cudnnDataType_t cudnn_type(DType dtype) {
+  TG_CHECK(dtype == kFloat32 || dtype == kFloat64, "[conv2d] cuDNN convolutions take float32 or float64, got ",
+           dtype_name(dtype));
+  return dtype == kFloat32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
+}
+
+// The descriptors of one convolution (input x, filter w, output y), released on scope exit.
+struct Descriptors {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+
+  Descriptors(const Shape& xs, const Shape& ws, const Shape& ys, DType dtype, const Conv2dParams& p) {
+    const cudnnDataType_t t = cudnn_type(dtype);
+    auto i = [](int64_t v) { return static_cast<int>(v); };
+    TG_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
+    TG_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
+    TG_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
+    TG_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
+    TG_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, t, i(xs[0]), i(xs[1]), i(xs[2]), i(xs[3])));
+    TG_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, t, i(ys[0]), i(ys[1]), i(ys[2]), i(ys[3])));
+    TG_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, t, CUDNN_TENSOR_NCHW, i(ws[0]), i(ws[1]), i(ws[2]), i(ws[3])));
+    TG_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, i(p.padding[0]), i(p.padding[1]), i(p.stride[0]),
+                                                   i(p.stride[1]), i(p.dilation[0]), i(p.dilation[1]),
+                                                   CUDNN_CROSS_CORRELATION, t));
+    TG_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, i(p.groups)));
+    TG_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
+  }
+  ~Descriptors() {
+    cudnnDestroyTensorDescriptor(x);
+    cudnnDestroyTensorDescriptor(y);
+    cudnnDestroyFilterDescriptor(w);
+    cudnnDestroyConvolutionDescriptor(conv);
+  }
+  Descriptors(const Descriptors&) = delete;
+  Descriptors& operator=(const Descriptors&) = delete;
+};
+
+// An algorithm and its workspace bytes, as cached per (direction, shapes, params, dtype, device).
+struct Choice {
+  int algo = 0;
+  size_t workspace = 0;
+};
+
+std::mutex g_cache_mutex;
+std::unordered_map<std::string, Choice> g_cache;
+
+std::string cache_key(const char* direction, const Shape& xs, const Shape& ws, DType dtype, int device,
+                      const Conv2dParams& p) {
+  std::ostringstream k;
+  k << direction << '|' << shape_str(xs) << '|' << shape_str(ws) << '|' << dtype_name(dtype) << '|' << device << '|'
+    << p.str();
+  return k.str();
+}
+
+// Largest workspace the timed search may use.
+constexpr size_t kMaxSearchWorkspace = size_t{256} << 20;
+
+bool capturing() {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  TG_CUDA_CHECK(cudaStreamIsCapturing(current_stream(), &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+bool uses_tensor_cores(cudnnMathType_t m) { return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION; }
+
+// Heuristic suggestions, best first, keeping those cuDNN supports here with their workspace sizes.
+// `query` fills perf results; `size_of` returns the workspace of an algorithm (or fails).
+template <typename Perf, typename Query, typename SizeOf>
+std::vector<Choice> suggestions(int max_count, Query query, SizeOf size_of) {
+  std::vector<Perf> perf(static_cast<size_t>(std::max(max_count, 1)));
+  int returned = 0;
+  TG_CUDNN_CHECK(query(static_cast<int>(perf.size()), &returned, perf.data()));
+  std::vector<Choice> out;
+  for (int i = 0; i < returned; ++i) {
+    const Perf& p = perf[static_cast<size_t>(i)];
+    if (p.status != CUDNN_STATUS_SUCCESS || uses_tensor_cores(p.mathType)) continue;
+    size_t bytes = 0;
+    if (size_of(p.algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
+    out.push_back({static_cast<int>(p.algo), bytes});
+  }
+  return out;
+}
+
+// The fastest algorithm by cuDNN's timed search with a workspace as large as the heuristics' largest
+// need (capped); falls back to the heuristics' first choice under capture or when the search finds none.
+// `find(n, &got, perf, ws, bytes)` runs the search.
+template <typename Perf, typename Find>
+Choice pick(const char* what, const std::vector<Choice>& heuristic, Device device, Find find) {
+  TG_CHECK(!heuristic.empty(), "[", what, "] cuDNN reports no supported algorithm for this convolution");
+  if (capturing()) return heuristic.front();
+  size_t search_bytes = 0;
+  for (const Choice& c : heuristic)
+    if (c.workspace <= kMaxSearchWorkspace) search_bytes = std::max(search_bytes, c.workspace);
+  const Tensor ws = search_bytes ? empty({static_cast<int64_t>((search_bytes + 7) / 8)}, {.dtype = kFloat64,
+                                                                                         .device = device})
+                                 : Tensor();
+  std::vector<Perf> perf(16);
+  int returned = 0;
+  TG_CUDNN_CHECK(find(static_cast<int>(perf.size()), &returned, perf.data(), ws.defined() ? ws.raw_data() : nullptr,
+                      search_bytes));
+  for (int i = 0; i < returned; ++i) {
+    const Perf& p = perf[static_cast<size_t>(i)];
+    if (p.status == CUDNN_STATUS_SUCCESS && !uses_tensor_cores(p.mathType) && p.memory <= search_bytes)
+      return {static_cast<int>(p.algo), p.memory};
+  }
+  return heuristic.front();
+}
+
+// The cached choice for `key`, computed by `pick` on first use.
+template <typename Pick>
+Choice cached(const std::string& key, Pick pick) {
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    auto it = g_cache.find(key);
+    if (it != g_cache.end()) return it->second;
+  }
+  const Choice c = pick();
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  g_cache.emplace(key, c);
+  return c;
+}
+
+// A workspace of `bytes` from the caching allocator (kept alive by the returned tensor).
+Tensor workspace(size_t bytes, Device device) {
+  if (bytes == 0) return Tensor();
+  return empty({static_cast<int64_t>((bytes + 7) / 8)}, {.dtype = kFloat64, .device = device});
+}
+
+void* ws_ptr(const Tensor& ws) { return ws.defined() ? ws.raw_data() : nullptr; }
+
+// alpha/beta scalars in the type cuDNN expects for the data type.
+struct Scaling {
+  float f1 = 1.f, f0 = 0.f;
+  double d1 = 1.0, d0 = 0.0;
+  bool dbl;
+  explicit Scaling(DType dtype) : dbl(dtype == kFloat64) {}
+  const void* one() const { return dbl ? static_cast<const void*>(&d1) : static_cast<const void*>(&f1); }
+  const void* zero() const { return dbl ? static_cast<const void*>(&d0) : static_cast<const void*>(&f0); }
+};
+
+void check_packed(const Tensor& t) {
+  TG_CHECK(t.is_contiguous(), "[conv2d] internal error: kernels expect contiguous operands, got strides ",
+           shape_str(t.strides()));
+}
+
+}  // namespace
+
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const Conv2dParams& p) {
+  check_packed(x);
+  check_packed(w);
+  const int dev = y.device().index;
+  DeviceGuard guard(dev);
+  cudnnHandle_t h = cudnn_handle(dev);
+  Descriptors d(x.sizes(), w.sizes(), y.sizes(), x.dtype(), p);
+  const Choice c = cached(cache_key("fwd", x.sizes(), w.sizes(), x.dtype(), dev, p), [&] {
+    int count = 0;
+    TG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count));
+    const auto heuristic = suggestions<cudnnConvolutionFwdAlgoPerf_t>(
+        count,
+        [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* out) {
+          return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, n, got, out);
+        },
+        [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
+          return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, a, bytes);
+        });
+    return pick<cudnnConvolutionFwdAlgoPerf_t>("conv2d", heuristic, y.device(),
+                                               [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* out, void* ws,
+                                                   size_t bytes) {
+                                                 return cudnnFindConvolutionForwardAlgorithmEx(
+                                                     h, d.x, x.raw_data(), d.w, w.raw_data(), d.conv, d.y,
+                                                     y.raw_data(), n, got, out, ws, bytes);
+                                               });
+  });
+  const Tensor ws = workspace(c.workspace, y.device());
+  const Scaling s(x.dtype());
+  TG_CUDNN_CHECK(cudnnConvolutionForward(h, s.one(), d.x, x.raw_data(), d.w, w.raw_data(), d.conv,
+                                         static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws_ptr(ws), c.workspace,
+                                         s.zero(), d.y, y.raw_data()));
+  if (bias.defined()) {
+    cudnnTensorDescriptor_t bd = nullptr;
+    TG_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bd));
+    const cudnnStatus_t st = cudnnSetTensor4dDescriptorEx(bd, cudnn_type(bias.dtype()), 1,
+                                                          static_cast<int>(bias.size(0)), 1, 1,
+                                                          static_cast<int>(bias.size(0) * bias.strides()[0]),
+                                                          static_cast<int>(bias.strides()[0]), 1, 1);
+    const cudnnStatus_t add =
+        st == CUDNN_STATUS_SUCCESS ? cudnnAddTensor(h, s.one(), bd, bias.raw_data(), s.one(), d.y, y.raw_data()) : st;
+    cudnnDestroyTensorDescriptor(bd);
+    TG_CUDNN_CHECK(add);
+  }
+}
+
+void conv2d_backward_input(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p) {
+  check_packed(gy);
+  check_packed(w);
+  const int dev = gx.device().index;
+  DeviceGuard guard(dev);
+  cudnnHandle_t h = cudnn_handle(dev);
+  Descriptors d(gx.sizes(), w.sizes(), gy.sizes(), gy.dtype(), p);
+  const Choice c = cached(cache_key("bwd_data", gx.sizes(), w.sizes(), gy.dtype(), dev, p), [&] {
+    int count = 0;
+    TG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
+    const auto heuristic = suggestions<cudnnConvolutionBwdDataAlgoPerf_t>(
+        count,
+        [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* out) {
+          return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, n, got, out);
+        },
+        [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
+          return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, a, bytes);
+        });
+    return pick<cudnnConvolutionBwdDataAlgoPerf_t>(
+        "conv2d_backward_input", heuristic, gx.device(),
+        [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* out, void* ws, size_t bytes) {
+          return cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w, w.raw_data(), d.y, gy.raw_data(), d.conv, d.x,
+                                                             gx.raw_data(), n, got, out, ws, bytes);
+        });
+  });
+  const Tensor ws = workspace(c.workspace, gx.device());
+  const Scaling s(gy.dtype());
+  TG_CUDNN_CHECK(cudnnConvolutionBackwardData(h, s.one(), d.w, w.raw_data(), d.y, gy.raw_data(), d.conv,
+                                              static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws_ptr(ws),
+                                              c.workspace, s.zero(), d.x, gx.raw_data()));
+}
+
+void conv2d_backward_weight(const Tensor& gy, const Tensor& x, const Tensor& gw, const Conv2dParams& p) {
+  check_packed(gy);
+  check_packed(x);
+  const int dev = gw.device().index;
+  DeviceGuard guard(dev);
+  if (x.numel() == 0) {  // an empty batch contributes nothing: the gradient is zero
+    TG_CUDA_CHECK(cudaMemsetAsync(gw.raw_data(), 0, static_cast<size_t>(gw.numel()) * dtype_size(gw.dtype()),
+                                  current_stream()));
+    return;
+  }
+  cudnnHandle_t h = cudnn_handle(dev);
+  Descriptors d(x.sizes(), gw.sizes(), gy.sizes(), gy.dtype(), p);
+  const Choice c = cached(cache_key("bwd_filter", x.sizes(), gw.sizes(), gy.dtype(), dev, p), [&] {
+    int count = 0;
+    TG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
+    const auto heuristic = suggestions<cudnnConvolutionBwdFilterAlgoPerf_t>(
+        count,
+        [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* out) {
+          return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, n, got, out);
+        },
+        [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
+          return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, bytes);
+        });
+    return pick<cudnnConvolutionBwdFilterAlgoPerf_t>(
+        "conv2d_backward_weight", heuristic, gw.device(),
+        [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* out, void* ws, size_t bytes) {
+          return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x, x.raw_data(), d.y, gy.raw_data(), d.conv, d.w,
+                                                               gw.raw_data(), n, got, out, ws, bytes);
+        });
+  });
+  const Tensor ws = workspace(c.workspace, gw.device());
+  const Scaling s(gy.dtype());
+  TG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, s.one(), d.x, x.raw_data(), d.y, gy.raw_data(), d.conv,
+                                                static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws_ptr(ws),
+                                                c.workspace, s.zero(), d.w, gw.raw_data()));
+}
+
+}  // namespace tg::cuda
