@@ -41,7 +41,7 @@ struct Options {
   std::string data = ".data/digits.csv.gz";
   std::string save;     // checkpoint written after every epoch
   std::string resume;   // checkpoint to continue from
-  double target = 0;  // 0: the model's default target
+  double target = -1;  // below 0: the model's default target
   int batch_size = 64;
   double lr = 3e-3;
   uint64_t seed = 0;
@@ -90,7 +90,7 @@ Options parse(int argc, char** argv) {
     else usage(argv[0], 2);
   }
   if (o.epochs < 1 || o.batch_size < 1) usage(argv[0], 2);
-  if (o.target == 0) o.target = o.model == "cnn" ? kCnnTargetAccuracy : kTargetAccuracy;
+  if (o.target < 0) o.target = o.model == "cnn" ? kCnnTargetAccuracy : kTargetAccuracy;
   if (o.compile.empty()) o.compile = o.device.is_cuda() ? "cudagraphs" : "aot_eager";
   if (o.compile != "none" && o.compile != "aot_eager" && o.compile != "cudagraphs") {
     std::fprintf(stderr, "error: --compile expects none, aot_eager or cudagraphs, got \"%s\"\n", o.compile.c_str());
