@@ -79,9 +79,10 @@ class CudaRecorder final : public GraphRecorder {
     fn();
   }
 
-  bool in_use(const std::vector<MemoryRange>& ranges) override {
+  bool in_use(const std::vector<MemoryRange>& ranges, const std::vector<const void*>& own) override {
     for (const MemoryRange& r : ranges)
-      if (cuda::mempool_range_in_use(pool_, reinterpret_cast<const void*>(r.begin), r.end - r.begin, device_.index))
+      if (cuda::mempool_range_in_use(pool_, reinterpret_cast<const void*>(r.begin), r.end - r.begin, device_.index,
+                                     own))
         return true;
     return false;
   }

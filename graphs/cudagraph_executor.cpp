@@ -222,7 +222,9 @@ std::optional<std::vector<std::shared_ptr<void>>> CudaGraphExecutor::take_memory
     if (!memory[k]) return std::nullopt;
   }
   inst.recorded_memory.clear();
-  if (recorder_->in_use(inst.scratch)) return std::nullopt;
+  std::vector<const void*> own;
+  for (const auto& b : inst.buffers) own.push_back(reinterpret_cast<const void*>(b->range.begin));
+  if (recorder_->in_use(inst.scratch, own)) return std::nullopt;
   return memory;
 }
 

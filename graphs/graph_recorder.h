@@ -38,8 +38,10 @@ class GraphRecorder {
   // Takes `range` of the shared pool again (an output buffer whose tensors all died) and returns
   // its owner, or null when part of it is in use (or the recorder has no shared pool).
   virtual std::shared_ptr<void> reclaim(const MemoryRange& range) = 0;
-  // True when memory of the shared pool inside `ranges` (sorted, disjoint) is in use.
-  virtual bool in_use(const std::vector<MemoryRange>& ranges) = 0;
+  // True when memory of the shared pool inside `ranges` (sorted, disjoint) is in use by blocks other
+  // than those starting at `own` (a recording's output buffers: the tail of an output's block can
+  // lie in the scratch memory its capture wrote).
+  virtual bool in_use(const std::vector<MemoryRange>& ranges, const std::vector<const void*>& own) = 0;
   // Runs `fn` eagerly with its allocations in the shared pool (a graph's warm-up call).
   virtual void warm_up(const std::function<void()>& fn) { fn(); }
 };

@@ -28,7 +28,7 @@ class RerunRecorder final : public GraphRecorder {
   }
   // The outputs of a re-run recording stay with the recording, so nothing is ever reclaimed.
   std::shared_ptr<void> reclaim(const MemoryRange&) override { return nullptr; }
-  bool in_use(const std::vector<MemoryRange>&) override { return false; }
+  bool in_use(const std::vector<MemoryRange>&, const std::vector<const void*>&) override { return false; }
 };
 
 }  // namespace

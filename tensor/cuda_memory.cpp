@@ -35,9 +35,10 @@ MempoolGuard::MempoolGuard(MempoolId pool, int device) : device_(resolve(device)
 }
 MempoolGuard::~MempoolGuard() { CachingAllocator::pop_route(); }
 
-bool mempool_range_in_use(MempoolId pool, const void* begin, size_t nbytes, int device) {
+bool mempool_range_in_use(MempoolId pool, const void* begin, size_t nbytes, int device,
+                          const std::vector<const void*>& ignored) {
   const char* b = static_cast<const char*>(begin);
-  return CachingAllocator::get().range_in_use(resolve(device), pool, b, b + nbytes);
+  return CachingAllocator::get().range_in_use(resolve(device), pool, b, b + nbytes, ignored);
 }
 
 std::shared_ptr<void> mempool_claim(MempoolId pool, void* ptr, size_t nbytes, int device) {
@@ -64,7 +65,7 @@ void release_mempool(MempoolId) {}
 MempoolGuard::MempoolGuard(MempoolId pool, int device) : device_(device), pool_(pool) {}
 MempoolGuard::~MempoolGuard() = default;
 
-bool mempool_range_in_use(MempoolId, const void*, size_t, int) { return false; }
+bool mempool_range_in_use(MempoolId, const void*, size_t, int, const std::vector<const void*>&) { return false; }
 std::shared_ptr<void> mempool_claim(MempoolId, void*, size_t, int) { return nullptr; }
 
 AllocationLog::AllocationLog() = default;

@@ -61,8 +61,9 @@ class MempoolGuard {
 };
 
 // True when memory handed out from private `pool` on `device` (-1: current) overlaps
-// [begin, begin + nbytes).
-bool mempool_range_in_use(MempoolId pool, const void* begin, size_t nbytes, int device = -1);
+// [begin, begin + nbytes), not counting blocks that start at an address in `ignored`.
+bool mempool_range_in_use(MempoolId pool, const void* begin, size_t nbytes, int device = -1,
+                          const std::vector<const void*>& ignored = {});
 // Hands out exactly [ptr, ptr + nbytes) of private `pool` again, when all of it is free (the output
 // buffer of a recorded CUDA graph whose tensors all died). Returns the owner of that memory, which
 // gives it back when destroyed, or null when any of it is in use.

@@ -328,7 +328,8 @@ void CachingAllocator::pop_route() {
 
 void CachingAllocator::set_log(std::vector<AllocationRecord>* log) { t_log = log; }
 
-bool CachingAllocator::range_in_use(int device, MempoolId pool_id, const char* begin, const char* end) const {
+bool CachingAllocator::range_in_use(int device, MempoolId pool_id, const char* begin, const char* end,
+                                    const std::vector<const void*>& ignored) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const Pool* found = find_pool(device, pool_id);
   if (!found) return false;
@@ -338,7 +339,9 @@ bool CachingAllocator::range_in_use(int device, MempoolId pool_id, const char* b
   if (it != pool.by_address.begin()) --it;
   for (; it != pool.by_address.end() && it->first < end; ++it) {
     const Block* b = it->second;
-    if (b->allocated && b->ptr + b->size > begin) return true;
+    if (b->allocated && b->ptr + b->size > begin &&
+        std::find(ignored.begin(), ignored.end(), static_cast<const void*>(b->ptr)) == ignored.end())
+      return true;
   }
   return false;
 }
