@@ -32,7 +32,8 @@ class CudaRecordedGraph final : public RecordedGraph {
       // Fresh counters for every random kernel of the graph: reserve as many blocks as the
       // recording drew and shift all of its draws there.
       const PhiloxState fresh = Generator::global().reserve(drawn_.end_offset - drawn_.min_offset);
-      replay_shift_.fill_(static_cast<int64_t>(fresh.offset - drawn_.min_offset));
+      replay_shift_.narrow(0, 0, 1).fill_(static_cast<int64_t>(fresh.offset - drawn_.min_offset));
+      replay_shift_.narrow(0, 1, 1).fill_(static_cast<int64_t>(fresh.seed));
     }
     TG_CUDA_CHECK(cudaGraphLaunch(exec_, cuda::current_stream()));
   }
@@ -92,7 +93,7 @@ class CudaRecorder final : public GraphRecorder {
     // The side stream must see everything the caller queued before capture begins.
     TG_CUDA_CHECK(cudaStreamSynchronize(caller));
     (void)cuda::cublas_handle(device_.index);  // created, with its workspace, before capture begins
-    Tensor replay_shift = zeros({}, {.dtype = kInt64, .device = device_});
+    Tensor replay_shift = zeros({2}, {.dtype = kInt64, .device = device_});
     CaptureRandomness drawn;
     drawn.device_shift = replay_shift.data_ptr<int64_t>();
     TensorList outputs;

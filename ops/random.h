@@ -33,11 +33,12 @@ class Generator {
   uint64_t offset_ = 0;
 };
 
-// Randomness inside a CUDA graph being recorded on this thread: random kernels add the int64 at
-// `device_shift` to their offsets, so each replay can move every draw to fresh counters by writing
-// one value, and they report the range of Philox blocks they drew.
+// Randomness inside a CUDA graph being recorded on this thread: random kernels add device_shift[0]
+// to their offsets and draw under the seed device_shift[1], so each replay can move every draw to
+// fresh counters of the generator's current seed by writing two values, and they report the range
+// of Philox blocks they drew.
 struct CaptureRandomness {
-  const int64_t* device_shift = nullptr;
+  const int64_t* device_shift = nullptr;  // two values: offset shift, seed
   uint64_t min_offset = UINT64_MAX;  // lowest block offset any recorded kernel drew
   uint64_t end_offset = 0;           // one past the highest
   // Notes a kernel drawing `blocks` blocks from `offset`.

@@ -29,8 +29,11 @@ __global__ void philox_kernel(T* out, int64_t n, int64_t blocks, uint64_t seed, 
   constexpr int per = Block::kPerBlock;
   const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (b >= blocks) return;
-  // Inside a replayed CUDA graph, every replay moves the draws to fresh counters.
-  if (replay_shift) offset += static_cast<uint64_t>(*replay_shift);
+  // Inside a replayed CUDA graph, every replay moves the draws to fresh counters of the current seed.
+  if (replay_shift) {
+    offset += static_cast<uint64_t>(replay_shift[0]);
+    seed = static_cast<uint64_t>(replay_shift[1]);
+  }
   curandStatePhilox4_32_10_t state;
   // Block b is the Philox output at counter offset + b: offset 4 * (offset + b) in 32-bit draws.
   curand_init(seed, 0, 4 * (offset + static_cast<uint64_t>(b)), &state);
