@@ -76,5 +76,21 @@ TEST(DropoutCuda, MaskMatchesCpu) {
       {randn({257, 33})});
 }
 
+// A seeded compiled step draws what eager mode draws on every call: on warm-up, recording and each
+// replay, also when the seed changes between calls (replays take the generator's current seed).
+TEST(DropoutCuda, CompiledDrawsMatchEagerUnderTheSameSeed) {
+  TG_REQUIRE_CUDA();
+  const Tensor x = randn({1000}, {.device = cuda_device()}) + 3.0;
+  auto f = compile([](const Tensor& t) { return dropout(t.exp(), 0.5, true); }, {.backend = "cudagraphs"});
+  for (uint64_t seed : {7u, 7u, 8u, 9u, 7u}) {
+    mark_step_begin();
+    manual_seed(seed);
+    const Tensor compiled = f(x).clone();
+    manual_seed(seed);
+    testing::expect_close(compiled, dropout(x.exp(), 0.5, true), 1e-6, 1e-6);
+  }
+  EXPECT_GE(f.counters().replays, 3);
+}
+
 }  // namespace
 }  // namespace tg
