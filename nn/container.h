@@ -8,7 +8,7 @@
 
 namespace tg::nn {
 
-// Returns its input unchanged; a placeholder in architectures (e.g. a skipped downsample).
+// Returns its input unchanged: stands where an architecture skips a layer (e.g. a downsample).
 class Identity : public Module {
  public:
   Tensor forward(const Tensor& input) override { return input; }
