@@ -7,8 +7,19 @@ namespace tg {
 SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output) {
   if (!t.defined()) return;
   version_ = t.version();
+  if (!is_output && (t.is_leaf() || !t.requires_grad())) {
+    data_ = t;  // a leaf keeps its identity: its gradient accumulates into it
+    return;
+  }
   if (!is_output) {
-    data_ = t;
+    // A non-leaf keeps the history it had when saved, not the live tensor: a view's base can later
+    // take a history (an in-place write through a view) that leads back to the node saving it.
+    const TensorImpl& src = *t.impl();
+    data_ = Tensor(std::make_shared<TensorImpl>(src.storage(), src.sizes(), src.strides(), src.storage_offset(),
+                                                src.dtype()));
+    grad_fn_ = t.grad_fn();
+    requires_grad_ = true;
+    output_nr_ = t.output_nr();
     return;
   }
   // Keep the data and geometry but not the autograd link back to the owning node.
@@ -31,14 +42,15 @@ Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner, const char* what)
            dtype_name(data_.dtype()), shape_str(data_.sizes()), "], which is ", what, " of ",
            owner ? owner->name() : std::string("a node"), ", is at version ", data_.version(),
            "; expected version ", version_, " instead.");
-  if (!is_output_ || !requires_grad_) return data_;
-  // Re-link the saved output to its producer so double backward can differentiate through it.
+  if (!requires_grad_) return data_;
+  // Re-link the saved tensor to its producer (the owner, for an output) so double backward can
+  // differentiate through it.
   const TensorImpl& src = *data_.impl();
   auto impl = std::make_shared<TensorImpl>(src.storage(), src.sizes(), src.strides(), src.storage_offset(),
                                            src.dtype());
   AutogradMeta& meta = impl->autograd();
   meta.requires_grad = true;
-  meta.grad_fn = owner;
+  meta.grad_fn = is_output_ ? owner : grad_fn_;
   meta.output_nr = output_nr_;
   return Tensor(std::move(impl));
 }

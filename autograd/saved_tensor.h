@@ -19,7 +19,11 @@ class SavedTensor {
   SavedTensor(const Tensor& t, bool is_output);
   // The saved tensor; `owner` re-links saved outputs to their grad_fn. Throws if modified or freed.
   Tensor unpack(const std::shared_ptr<Node>& owner, const char* what) const;
-  void release() { data_ = Tensor(); released_ = true; }
+  void release() {
+    data_ = Tensor();
+    grad_fn_.reset();
+    released_ = true;
+  }
   bool defined() const { return data_.defined() || released_; }
 
  private:
@@ -27,6 +31,7 @@ class SavedTensor {
   uint64_t version_ = 0;
   bool is_output_ = false;
   bool requires_grad_ = false;
+  std::shared_ptr<Node> grad_fn_;  // a saved non-leaf input's producer when it was saved
   uint32_t output_nr_ = 0;
   bool released_ = false;
 };
