@@ -1,5 +1,4 @@
 // Module::state_dict / load_state_dict.
-#include <sstream>
 
 #include "autograd/grad_mode.h"
 #include "nn/module.h"
@@ -13,18 +12,6 @@ std::map<std::string, Tensor> Module::state_dict() const {
   for (auto& [name, t] : named_buffers()) out.emplace(name, t.detach());
   return out;
 }
-
-namespace {
-
-std::string shape_str(const Shape& s) {
-  std::ostringstream o;
-  o << "[";
-  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
-  o << "]";
-  return o.str();
-}
-
-}  // namespace
 
 void Module::load_state_dict(const std::map<std::string, Tensor>& dict, bool strict) {
   std::vector<NamedTensor> targets = named_parameters();

@@ -1,6 +1,5 @@
 // Optimizer state_dict / load_state_dict (Adam, AdamW, SGD) with PyTorch's entry names.
 #include <set>
-#include <sstream>
 
 #include "autograd/grad_mode.h"
 #include "ops/factory.h"
@@ -21,14 +20,6 @@ double read_number(const Dict& dict, const std::string& key) {
   TG_CHECK(it->second.defined() && it->second.numel() == 1, "[load_state_dict] entry \"", key,
            "\" should hold one number");
   return it->second.to(kCPU, kFloat64).item<double>();
-}
-
-std::string shape_str(const Shape& s) {
-  std::ostringstream o;
-  o << "[";
-  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
-  o << "]";
-  return o.str();
 }
 
 // Every key must be one of `groups` ("param_groups.0.<name>") or "state.<i>.<field>" with i a
