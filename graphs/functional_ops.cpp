@@ -41,27 +41,36 @@ std::vector<TensorMeta> FunctionalizedOp::infer(const TensorList& inputs) const 
     return {contiguous_meta(stand_in.sizes(), stand_in.dtype(), t.device())};
   }
   inplace_->infer(inputs);  // validates exactly as the in-place op would
-  TensorMeta out = meta_of(target);
-  out.strides = dense_strides_like(out);
-  out.offset = 0;
-  return {out};
+  std::vector<TensorMeta> outs;
+  for (int k : mutated_inputs(inplace_->schema())) {
+    TensorMeta out = meta_of(inputs[static_cast<size_t>(k)]);
+    out.strides = dense_strides_like(out);
+    out.offset = 0;
+    outs.push_back(std::move(out));
+  }
+  return outs;
 }
 
 void FunctionalizedOp::eval(const TensorList& inputs, TensorList& outputs) const {
   const auto m = static_cast<size_t>(inplace_->schema().mutates);
-  Tensor out = outputs[0];
-  const Tensor& target = inputs[m];
   if (inplace_->has(kMetadataMutation)) {
     // resize_ keeps the leading elements of the old contents.
+    const Tensor& target = inputs[m];
+    Tensor out = outputs[0];
     const int64_t n = std::min(out.numel(), target.numel());
     if (n > 0) out.view({-1}).narrow(0, 0, n).copy_(target.reshape({-1}).narrow(0, 0, n));
-  } else if (!inplace_->has(kOverwritesTarget)) {
-    out.copy_(target);
+    return;
   }
+  // Each result starts as a copy of the target it replaces; the in-place op then writes the copies.
   TensorList args = inputs;
-  args[m] = out;
-  TensorList outs{out};
-  if (!inplace_->has(kMetadataMutation)) inplace_->eval(args, outs);
+  const std::vector<int> written = mutated_inputs(inplace_->schema());
+  for (size_t j = 0; j < written.size(); ++j) {
+    const auto k = static_cast<size_t>(written[j]);
+    if (!inplace_->has(kOverwritesTarget)) outputs[j].copy_(inputs[k]);
+    args[k] = outputs[j];
+  }
+  TensorList outs = outputs;
+  inplace_->eval(args, outs);
 }
 
 ViewScatterOp::ViewScatterOp(Shape sizes, Shape strides, int64_t relative_offset)

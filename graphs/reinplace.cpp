@@ -43,19 +43,25 @@ std::vector<bool> reinplace(Graph& graph, const std::vector<ValueId>& inputs, co
     GraphNode& n = graph.nodes[i];
     const auto* fop = dynamic_cast<const FunctionalizedOp*>(n.op.get());
     if (!fop || fop->inplace()->has(kMetadataMutation)) continue;
-    const auto m = static_cast<size_t>(fop->inplace()->schema().mutates);
-    const ValueId target = n.inputs[m];
-    auto home = memory_of.find(target);
-    if (home == memory_of.end()) continue;
-    // The old value must be dead after this node, read only here and only as the target.
-    const bool read_later = last_read_of_memory[static_cast<size_t>(root[static_cast<size_t>(target)])] >
-                            static_cast<int32_t>(i);
-    const bool read_twice = std::count(n.inputs.begin(), n.inputs.end(), target) > 1;
-    const Value& out = graph.values[static_cast<size_t>(n.outputs[0])];
-    const Value& in = graph.values[static_cast<size_t>(target)];
-    if (read_later || read_twice || out.meta.sizes != in.meta.sizes || out.meta.dtype != in.meta.dtype) continue;
+    // Every written target must live in an input's memory whose old value is dead after this node,
+    // read only here and only as the target.
+    const std::vector<int> written = mutated_inputs(fop->inplace()->schema());
+    std::vector<ValueId> homes;
+    for (size_t j = 0; j < written.size(); ++j) {
+      const ValueId target = n.inputs[static_cast<size_t>(written[j])];
+      auto home = memory_of.find(target);
+      if (home == memory_of.end()) break;
+      const bool read_later = last_read_of_memory[static_cast<size_t>(root[static_cast<size_t>(target)])] >
+                              static_cast<int32_t>(i);
+      const bool read_twice = std::count(n.inputs.begin(), n.inputs.end(), target) > 1;
+      const Value& out = graph.values[static_cast<size_t>(n.outputs[j])];
+      const Value& in = graph.values[static_cast<size_t>(target)];
+      if (read_later || read_twice || out.meta.sizes != in.meta.sizes || out.meta.dtype != in.meta.dtype) break;
+      homes.push_back(home->second);
+    }
+    if (homes.size() != written.size()) continue;
     n.op = fop->inplace();
-    memory_of[n.outputs[0]] = home->second;
+    for (size_t j = 0; j < written.size(); ++j) memory_of[n.outputs[j]] = homes[j];
   }
 
   std::vector<bool> in_place(finals.size(), false);

@@ -163,8 +163,8 @@ void Tracer::before_op(const OpPtr& op, TensorList& inputs) {
     t = it->second;
   }
   // Ops nest here (autograd dispatches views while recording an in-place op), so writes stack.
-  const int target = op->schema().mutates;
-  if (target >= 0) pending_writes_.push_back(inputs[static_cast<size_t>(target)].impl()->storage().get());
+  for (int target : mutated_inputs(op->schema()))
+    pending_writes_.push_back(inputs[static_cast<size_t>(target)].impl()->storage().get());
 }
 
 bool Tracer::wants_fake_outputs(const OpPtr& op, const TensorList& inputs) {
@@ -199,21 +199,40 @@ void Tracer::record_set(const TensorList& inputs) {
 }
 
 void Tracer::record_inplace(const OpPtr& op, const TensorList& inputs, const TensorList& outputs) {
-  const auto m = static_cast<size_t>(op->schema().mutates);
-  const Tensor& target = inputs[m];
+  const std::vector<int> written = mutated_inputs(op->schema());
   // Writing into no elements changes nothing (and launches nothing); aliases of the storage are
   // regenerated from its unchanged base when next read.
-  if (target.numel() == 0 && !op->has(kMetadataMutation)) return;
-  const StorageImpl* s = target.impl()->storage().get();
-  // Every operand is read as it was before the write, also one that aliases the target.
+  bool writes_elements = op->has(kMetadataMutation);
+  for (int k : written) writes_elements = writes_elements || inputs[static_cast<size_t>(k)].numel() > 0;
+  if (!writes_elements) return;
+  // Every operand is read as it was before the write, also one that aliases a target.
   std::vector<ValueId> ins;
   ins.reserve(inputs.size());
-  for (const Tensor& t : inputs) ins.push_back(value_before_write(t, s));
+  for (const Tensor& t : inputs) {
+    const StorageImpl* target_storage = nullptr;
+    for (int k : written) {
+      const StorageImpl* s = inputs[static_cast<size_t>(k)].impl()->storage().get();
+      if (t.defined() && t.impl()->storage().get() == s) target_storage = s;
+    }
+    ins.push_back(target_storage ? value_before_write(t, target_storage) : value_of(t));
+  }
   auto fop = std::make_shared<const FunctionalizedOp>(op);
-  const ValueId nv = new_value(target, fop->name());
-  graph_.values[static_cast<size_t>(nv)].meta = fop->infer(inputs)[0];
-  graph_.add_node(fop, ins, {nv}, phase_, current_sequence_nr(outputs));
+  const std::vector<TensorMeta> metas = fop->infer(inputs);
+  std::vector<ValueId> results;
+  for (size_t j = 0; j < written.size(); ++j) {
+    const ValueId nv = new_value(inputs[static_cast<size_t>(written[j])], fop->name());
+    graph_.values[static_cast<size_t>(nv)].meta = metas[j];
+    results.push_back(nv);
+  }
+  graph_.add_node(fop, ins, results, phase_, current_sequence_nr(outputs));
+  for (size_t j = 0; j < written.size(); ++j) {
+    const Tensor& target = inputs[static_cast<size_t>(written[j])];
+    if (target.numel() > 0 || op->has(kMetadataMutation)) commit_write(*op, target, results[j], outputs);
+  }
+}
 
+void Tracer::commit_write(const Op& op, const Tensor& target, ValueId nv, const TensorList& outputs) {
+  const StorageImpl* s = target.impl()->storage().get();
   auto st = storages_.find(s);
   if (st == storages_.end()) {
     // Writing into a constant with non-constant operands: the storage now lives in the graph.
@@ -221,10 +240,11 @@ void Tracer::record_inplace(const OpPtr& op, const TensorList& inputs, const Ten
     st = storages_.emplace(s, StorageState{nv, meta_of(target), false}).first;
   }
   StorageState& state = st->second;
-  if (op->has(kMetadataMutation) || (same_geometry(target, state.base_meta) && target.dtype() == state.base_meta.dtype)) {
-    TG_CHECK(op->has(kMetadataMutation) || dense_strides_like(meta_of(target)) == target.strides(), "[",
-             op->name(), "] in-place write to a tensor with non-dense strides ", shape_str(target.strides()),
-             " inside a compiled function is not supported; clone() it first");
+  const bool metadata = op.has(kMetadataMutation);
+  if (metadata || (same_geometry(target, state.base_meta) && target.dtype() == state.base_meta.dtype)) {
+    TG_CHECK(metadata || dense_strides_like(meta_of(target)) == target.strides(), "[", op.name(),
+             "] in-place write to a tensor with non-dense strides ",
+             shape_str(target.strides()), " inside a compiled function is not supported; clone() it first");
     state.base = nv;
     state.base_meta = meta_of(target);
   } else {
@@ -245,7 +265,10 @@ void Tracer::record_inplace(const OpPtr& op, const TensorList& inputs, const Ten
 }
 
 void Tracer::on_op(const OpPtr& op, const TensorList& inputs, const TensorList& outputs) {
-  if (op->schema().mutates >= 0 && !pending_writes_.empty()) pending_writes_.pop_back();
+  if (op->schema().mutates >= 0) {
+    const size_t written = 1 + op->schema().also_mutates.size();
+    pending_writes_.resize(pending_writes_.size() > written ? pending_writes_.size() - written : 0);
+  }
   bool all_constant = true;
   for (const Tensor& t : inputs)
     if (t.defined() && !is_constant(t)) all_constant = false;

@@ -70,6 +70,8 @@ class Tracer final : public OpObserver {
   ValueId value_before_write(const Tensor& t, const StorageImpl* written);
   void record_constant_outputs(const TensorList& outputs);
   void record_inplace(const OpPtr& op, const TensorList& inputs, const TensorList& outputs);
+  // Makes `nv` (the functionalized result of in-place `op`) the new contents of `target`'s memory.
+  void commit_write(const Op& op, const Tensor& target, ValueId nv, const TensorList& outputs);
   void record_set(const TensorList& inputs);
   void bind(const Tensor& t, ValueId v);
   ValueId new_value(const Tensor& t, std::string_view stem);

@@ -1,5 +1,7 @@
 #include "ops/dispatch.h"
 
+#include <algorithm>
+
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_node.h"
@@ -46,6 +48,7 @@ TensorList make_outputs(const Op& op, const TensorList& inputs, std::vector<Tens
   outputs.reserve(metas.size());
   if (s.mutates >= 0) {
     outputs.push_back(inputs[static_cast<size_t>(s.mutates)]);
+    for (int k : s.also_mutates) outputs.push_back(inputs[static_cast<size_t>(k)]);
     return outputs;
   }
   const bool fake = force_fake || (!metas.empty() && holds_no_data(inputs, metas[0]));
@@ -82,13 +85,45 @@ bool should_run_kernel(const Op& op, const TensorList& inputs, const TensorList&
   return false;  // zero-element outputs launch nothing
 }
 
+// Every written input's storage moves to a new version (the outputs of an in-place op are its targets).
+void bump_written_versions(const OpSchema& s, const TensorList& outputs) {
+  if (s.mutates < 0) return;
+  for (const Tensor& t : outputs) t.impl()->storage()->bump_version();
+}
+
+// A multi-tensor update writes tensors that autograd cannot follow, each in its own memory.
+void check_multi_write(const Op& op, const TensorList& inputs) {
+  const OpSchema& s = op.schema();
+  TG_CHECK(op.has(kNonDifferentiable), "[", op.name(), "] an op writing several inputs must be non-differentiable");
+  std::vector<const StorageImpl*> seen;
+  for (int k : mutated_inputs(s)) {
+    const Tensor& t = inputs[static_cast<size_t>(k)];
+    TG_CHECK(!is_grad_enabled() || !t.requires_grad(), "[", op.name(), "] input ", k,
+             " requires grad and would be written in place; run the update under tg::NoGradGuard");
+    check_inplace_target(op, t, false);
+    const StorageImpl* st = t.impl()->storage().get();
+    TG_CHECK(std::find(seen.begin(), seen.end(), st) == seen.end(), "[", op.name(), "] input ", k,
+             " shares memory with another tensor the op writes; each written tensor needs its own storage");
+    seen.push_back(st);
+  }
+}
+
 }  // namespace
+
+std::vector<int> mutated_inputs(const OpSchema& s) {
+  std::vector<int> out;
+  if (s.mutates < 0) return out;
+  out.reserve(1 + s.also_mutates.size());
+  out.push_back(s.mutates);
+  out.insert(out.end(), s.also_mutates.begin(), s.also_mutates.end());
+  return out;
+}
 
 TensorList run_kernel(const Op& op, const TensorList& inputs, bool fake) {
   std::vector<TensorMeta> metas = op.infer(inputs);
   TensorList outputs = make_outputs(op, inputs, metas, fake);
   if (should_run_kernel(op, inputs, outputs)) op.eval(inputs, outputs);
-  if (op.schema().mutates >= 0) outputs[0].impl()->storage()->bump_version();
+  bump_written_versions(op.schema(), outputs);
   return outputs;
 }
 
@@ -99,6 +134,7 @@ TensorList dispatch(const OpPtr& op, TensorList inputs) {
   std::vector<TensorMeta> metas = op->infer(inputs);
   const bool recording = is_grad_enabled() && !op->has(kNonDifferentiable) && any_requires_grad(inputs);
   Tensor original_target;  // for in-place ops recorded on the tape: the value before the write
+  if (!s.also_mutates.empty()) check_multi_write(*op, inputs);
   if (s.mutates >= 0) {
     const Tensor& target = inputs[static_cast<size_t>(s.mutates)];
     check_inplace_target(*op, target, recording);
@@ -123,7 +159,7 @@ TensorList dispatch(const OpPtr& op, TensorList inputs) {
     OpObserverGuard no_observer(nullptr);
     op->eval(inputs, outputs);
   }
-  if (s.mutates >= 0) outputs[0].impl()->storage()->bump_version();
+  bump_written_versions(s, outputs);
 
   if (recording) {
     if (obs && current_backward_sequence_nr() >= 0) node->mark_traced_double_backward();

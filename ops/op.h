@@ -32,7 +32,13 @@ struct OpSchema {
   uint32_t flags = 0;
   int mutates = -1;
   int view_of = -1;
+  // Inputs written in place besides `mutates` (multi-tensor updates such as fused optimizer steps).
+  // Ops that set it are kNonDifferentiable and return every written input, `mutates` first.
+  std::vector<int> also_mutates = {};
 };
+
+// Every input the op writes: `mutates` first, then `also_mutates`; empty for out-of-place ops.
+std::vector<int> mutated_inputs(const OpSchema& s);
 
 // What the tape must keep for this op's backward.
 struct SaveSpec {

@@ -1,10 +1,12 @@
 #include "optim/adam.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/grad_mode.h"
 #include "ops/binary.h"
 #include "ops/factory.h"
+#include "ops/optim_step.h"
 #include "ops/unary.h"
 
 namespace tg::optim {
@@ -31,9 +33,12 @@ void Adam::update(const TensorList& grads) {
   TG_CHECK(grads.size() == params_.size(), "[Adam] got ", grads.size(), " gradients for ", params_.size(),
            " parameters");
   NoGradGuard no_grad;
-  const AdamOptions& o = options_;
   ++step_;
-  if (capturable_) device_steps_.resize(params_.size());
+  if (capturable_) {
+    update_fused(grads);
+    return;
+  }
+  const AdamOptions& o = options_;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     Tensor g = grads[i];
@@ -52,18 +57,6 @@ void Adam::update(const TensorList& grads) {
     Tensor& v = state_like(exp_avg_sq_[i], p);
     m.mul_(o.beta1).add_(g, 1.0 - o.beta1);
     v.mul_(o.beta2).add_(g * g, 1.0 - o.beta2);
-    if (capturable_) {
-      // The step count lives on the device, so a captured update computes the right bias
-      // corrections on every replay: beta^t = exp(t * log(beta)).
-      Tensor& steps = device_steps_[i];
-      if (!steps.defined()) steps = full({}, t - 1.0, {.dtype = p.dtype(), .device = p.device()});
-      steps.add_(1.0);
-      Tensor bias1 = rsub(exp(steps * std::log(o.beta1)), 1.0);
-      Tensor bias2_sqrt = sqrt(rsub(exp(steps * std::log(o.beta2)), 1.0));
-      Tensor denom = sqrt(v) / bias2_sqrt + o.eps;
-      p.sub_(m / denom * (lr_ / bias1));
-      continue;
-    }
     const double bias1 = 1.0 - std::pow(o.beta1, t);
     const double bias2_sqrt = std::sqrt(1.0 - std::pow(o.beta2, t));
     // lr/bias1 * m / (sqrt(v)/bias2_sqrt + eps), with bias2_sqrt moved out of the denominator
@@ -73,6 +66,37 @@ void Adam::update(const TensorList& grads) {
     denom.add_(o.eps * bias2_sqrt);
     p.add_(m / denom, -step_size);
   }
+}
+
+void Adam::update_fused(const TensorList& grads) {
+  // The step counts live on the device, so a captured update computes the right bias corrections on
+  // every replay; parameters sharing a device and dtype are updated by one fused op.
+  device_steps_.resize(params_.size());
+  struct Group {
+    TensorList params, grads, exp_avgs, exp_avg_sqs, steps;
+  };
+  std::vector<std::pair<std::pair<Device, DType>, Group>> groups;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    if (!grads[i].defined()) continue;
+    const double t = static_cast<double>(++param_steps_[i]);
+    Tensor& steps = device_steps_[i];
+    if (!steps.defined() || steps.device() != p.device()) {
+      steps = full({}, t - 1.0, {.dtype = p.dtype(), .device = p.device()});
+    }
+    const std::pair<Device, DType> key{p.device(), p.dtype()};
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == key; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {key, Group{}});
+    Group& g = it->second;
+    g.params.push_back(p);
+    g.grads.push_back(grads[i].contiguous());
+    g.exp_avgs.push_back(state_like(exp_avg_[i], p));
+    g.exp_avg_sqs.push_back(state_like(exp_avg_sq_[i], p));
+    g.steps.push_back(steps);
+  }
+  const AdamOptions& o = options_;
+  const AdamStepOptions step_options{lr_, o.beta1, o.beta2, o.eps, o.weight_decay, decoupled_};
+  for (auto& [key, g] : groups) adam_step_(g.params, g.grads, g.exp_avgs, g.exp_avg_sqs, g.steps, step_options);
 }
 
 }  // namespace tg::optim

@@ -35,6 +35,9 @@ class Adam : public Optimizer {
   Adam(TensorList params, AdamOptions options, bool decoupled);
 
  private:
+  // The capturable update: one fused adam_step_ per device and dtype, step counts on the device.
+  void update_fused(const TensorList& grads);
+
   AdamOptions options_;
   bool decoupled_;
   int64_t step_ = 0;

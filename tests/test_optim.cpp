@@ -207,6 +207,12 @@ TEST(Optimizer, KernelsPerStep) {
   optim::Adam adam(params, {.lr = 0.1});
   ops_in_step(adam, params);  // first step creates the moments
   EXPECT_EQ(ops_in_step(adam, params), 3 * 9);
+
+  // Capturable (the compiled and graphed path): one fused adam_step_ for the whole group.
+  optim::Adam fused(params, {.lr = 0.1});
+  fused.set_capturable(true);
+  ops_in_step(fused, params);
+  EXPECT_EQ(ops_in_step(fused, params), 1);
 }
 
 // Fits y = 3 x0 - 2 x1 + 0.5 with a Linear layer; the loss must drop by orders of magnitude.

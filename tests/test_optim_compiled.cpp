@@ -78,6 +78,25 @@ TEST(CompiledStep, ParametersAreUpdatedInPlaceWithoutASecondBuffer) {
   EXPECT_EQ(ops.count("copy_back_"), 0u);
 }
 
+// The fused Adam writes parameters and moments in one node; the compiled graph runs it in place
+// (no functional copies, no write-backs).
+TEST(CompiledStep, AdamIsOneFusedNodeRunInPlace) {
+  Tensor w = randn({8, 8}).requires_grad_(true), b = randn({8}).requires_grad_(true);
+  Adam adam({w, b}, {.lr = 0.1});
+  CompiledStep step(adam, {.backend = "aot_eager"});
+  const void* w_data = w.raw_data();
+  for (int i = 0; i < 3; ++i) {
+    w.set_grad(ones({8, 8}));
+    b.set_grad(ones({8}));
+    step.step();
+  }
+  EXPECT_EQ(w.raw_data(), w_data);
+  const auto& ops = step.counters().forward_ops;
+  EXPECT_EQ(ops.at("adam_step_"), 1);
+  EXPECT_EQ(ops.count("adam_step"), 0u) << "the functional form was not turned back into the in-place op";
+  EXPECT_EQ(ops.count("copy_back_"), 0u);
+}
+
 TEST(CompiledStep, LearningRateChangeRetraces) {
   Tensor p = randn({3}).requires_grad_(true);
   SGD sgd({p}, {.lr = 0.1});

@@ -1,0 +1,109 @@
+// The fused Adam step on CUDA: parameters go to the kernel in groups of kTensorsPerLaunch (their
+// pointers passed by value, so a captured launch needs no device-side table); blockIdx.y picks the
+// parameter and blocks stride over its elements. The step counts advance in a second, tiny launch
+// once every block has read them.
+#include "ops/cuda/optim_step.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/device_guard.h"
+
+namespace tg::cuda {
+namespace {
+
+constexpr int kTensorsPerLaunch = 32;
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocksPerTensor = 512;
+
+// The pointers and sizes of up to kTensorsPerLaunch parameters and their state.
+template <typename T>
+struct AdamGroup {
+  T* params[kTensorsPerLaunch];
+  const T* grads[kTensorsPerLaunch];
+  T* exp_avgs[kTensorsPerLaunch];
+  T* exp_avg_sqs[kTensorsPerLaunch];
+  T* steps[kTensorsPerLaunch];
+  int64_t numel[kTensorsPerLaunch];
+  int count;
+};
+
+// The hyper-parameters in the kernel's precision.
+struct AdamHyper {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled;
+};
+
+template <typename T>
+__global__ void adam_kernel(AdamGroup<T> group, AdamHyper h) {
+  const int i = static_cast<int>(blockIdx.y);
+  const int64_t n = group.numel[i];
+  const double t = static_cast<double>(*group.steps[i]) + 1.0;
+  const T bias1 = static_cast<T>(1.0 - pow(h.beta1, t));
+  const T bias2_sqrt = static_cast<T>(sqrt(1.0 - pow(h.beta2, t)));
+  const T lr = static_cast<T>(h.lr), beta1 = static_cast<T>(h.beta1), beta2 = static_cast<T>(h.beta2);
+  const T eps = static_cast<T>(h.eps), wd = static_cast<T>(h.weight_decay);
+  T* p = group.params[i];
+  const T* g = group.grads[i];
+  T* m = group.exp_avgs[i];
+  T* v = group.exp_avg_sqs[i];
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < n; j += stride) {
+    T grad = g[j];
+    T param = p[j];
+    if (h.decoupled) param *= T(1) - lr * wd;
+    else grad += wd * param;
+    const T mj = beta1 * m[j] + (T(1) - beta1) * grad;
+    const T vj = beta2 * v[j] + (T(1) - beta2) * grad * grad;
+    m[j] = mj;
+    v[j] = vj;
+    p[j] = param - lr / bias1 * mj / (sqrt(vj) / bias2_sqrt + eps);
+  }
+}
+
+template <typename T>
+__global__ void advance_steps_kernel(AdamGroup<T> group) {
+  const int i = static_cast<int>(threadIdx.x);
+  if (i < group.count) *group.steps[i] += T(1);
+}
+
+template <typename T>
+void launch_groups(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
+                   const TensorList& exp_avg_sqs, const TensorList& steps, const AdamHyper& h) {
+  cudaStream_t stream = current_stream();
+  for (size_t first = 0; first < params.size(); first += kTensorsPerLaunch) {
+    AdamGroup<T> group{};
+    int64_t max_numel = 0;
+    for (size_t i = first; i < std::min(params.size(), first + kTensorsPerLaunch); ++i) {
+      const int k = group.count++;
+      group.params[k] = params[i].data_ptr<T>();
+      group.grads[k] = grads[i].data_ptr<T>();
+      group.exp_avgs[k] = exp_avgs[i].data_ptr<T>();
+      group.exp_avg_sqs[k] = exp_avg_sqs[i].data_ptr<T>();
+      group.steps[k] = steps[i].data_ptr<T>();
+      group.numel[k] = params[i].numel();
+      max_numel = std::max(max_numel, group.numel[k]);
+    }
+    if (max_numel > 0) {
+      const dim3 grid(static_cast<unsigned>(std::min<int64_t>(blocks_for(max_numel, kThreads), kMaxBlocksPerTensor)),
+                      static_cast<unsigned>(group.count));
+      adam_kernel<T><<<grid, kThreads, 0, stream>>>(group, h);
+      TG_CUDA_CHECK_LAUNCH();
+    }
+    advance_steps_kernel<T><<<1, kTensorsPerLaunch, 0, stream>>>(group);
+    TG_CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace
+
+void adam_step(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
+               const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options) {
+  DeviceGuard device(params[0].device().index);
+  const AdamHyper h{options.lr, options.beta1, options.beta2, options.eps, options.weight_decay, options.decoupled};
+  TG_DISPATCH_FLOATING(params[0].dtype(), "adam_step_",
+                       [&] { launch_groups<scalar_t>(params, grads, exp_avgs, exp_avg_sqs, steps, h); });
+}
+
+}  // namespace tg::cuda

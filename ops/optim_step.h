@@ -1,0 +1,26 @@
+// Fused optimizer updates: one op (one kernel launch per device and dtype on CUDA) that updates
+// every parameter of a group, for eager steps and inside compiled graphs alike.
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace tg {
+
+// Adam's hyper-parameters for one fused step; `decoupled` applies weight decay as AdamW does.
+struct AdamStepOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool decoupled = false;
+};
+
+// One Adam update of every params[i] from grads[i], in place: exp_avgs, exp_avg_sqs and steps (0-dim
+// step counts kept on the device) advance too, and the bias corrections are read from the steps, so
+// a captured step stays right on every replay. All tensors share one device and floating dtype;
+// params, exp_avgs and exp_avg_sqs are contiguous and shaped like their parameter.
+void adam_step_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
+                const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options);
+
+}  // namespace tg

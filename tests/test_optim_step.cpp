@@ -1,0 +1,129 @@
+// The fused optimizer op adam_step_: agreement with Adam's unfused formula, its errors, CPU against
+// CUDA over more parameters than one launch takes, and tracing (an op writing several inputs).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "graphs/testing/parity.h"
+#include "ops/optim_step.h"
+#include "optim/optim.h"
+#include "support/test_support.h"
+
+namespace tg {
+namespace {
+
+// n parameters of assorted sizes (a zero-element one included) with their state, on `device`.
+struct AdamState {
+  TensorList params, grads, exp_avgs, exp_avg_sqs, steps;
+};
+
+AdamState make_state(int n, DType dtype, Device device) {
+  AdamState s;
+  for (int i = 0; i < n; ++i) {
+    const Shape shape = i == 1 ? Shape{0, 3} : Shape{i % 5 + 1, 2 * i + 1};
+    s.params.push_back(randn(shape, {.dtype = dtype}).to(device));
+    s.grads.push_back(randn(shape, {.dtype = dtype}).to(device));
+    s.exp_avgs.push_back(randn(shape, {.dtype = dtype}).mul_(0.1).to(device));
+    s.exp_avg_sqs.push_back(rand(shape, {.dtype = dtype}).mul_(0.1).to(device));
+    s.steps.push_back(full({}, static_cast<double>(i % 3), {.dtype = dtype, .device = device}));
+  }
+  return s;
+}
+
+void step(AdamState& s, const AdamStepOptions& o) {
+  NoGradGuard no_grad;
+  adam_step_(s.params, s.grads, s.exp_avgs, s.exp_avg_sqs, s.steps, o);
+}
+
+TEST(AdamStep, MatchesTheUnfusedFormulaForAdamAndAdamW) {
+  for (bool decoupled : {false, true}) {
+    manual_seed(1);
+    AdamState s = make_state(4, kFloat64, kCPU);
+    const AdamStepOptions o{.lr = 0.05, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-6, .weight_decay = 0.1,
+                            .decoupled = decoupled};
+    std::vector<Tensor> expected;
+    for (size_t i = 0; i < s.params.size(); ++i) {
+      const double t = s.steps[i].item<double>() + 1;
+      Tensor p = s.params[i].clone(), g = s.grads[i];
+      if (decoupled) p = p * (1 - o.lr * o.weight_decay);
+      else g = g + p * o.weight_decay;
+      const Tensor m = s.exp_avgs[i] * o.beta1 + g * (1 - o.beta1);
+      const Tensor v = s.exp_avg_sqs[i] * o.beta2 + g * g * (1 - o.beta2);
+      const double bias1 = 1 - std::pow(o.beta1, t), bias2_sqrt = std::sqrt(1 - std::pow(o.beta2, t));
+      expected.push_back(p - m / (sqrt(v) / bias2_sqrt + o.eps) * (o.lr / bias1));
+    }
+    const TensorList steps_before = {s.steps[0].clone(), s.steps[2].clone()};
+    step(s, o);
+    for (size_t i = 0; i < s.params.size(); ++i) testing::expect_close(s.params[i], expected[i], 1e-12, 1e-12);
+    EXPECT_EQ(s.steps[0].item<double>(), steps_before[0].item<double>() + 1);
+    EXPECT_EQ(s.steps[2].item<double>(), steps_before[1].item<double>() + 1);
+  }
+}
+
+TEST(AdamStep, RejectsMismatchedListsShapesAndDtypes) {
+  AdamState s = make_state(2, kFloat32, kCPU);
+  NoGradGuard no_grad;
+  EXPECT_THROW_MSG(adam_step_(s.params, {s.grads[0]}, s.exp_avgs, s.exp_avg_sqs, s.steps, {}),
+                   "expected 2 grads, exp_avgs, exp_avg_sqs and steps");
+  EXPECT_THROW_MSG(adam_step_(s.params, {s.grads[1], s.grads[0]}, s.exp_avgs, s.exp_avg_sqs, s.steps, {}),
+                   "grad 0 has shape [0, 3], expected the shape of parameter 0 [1, 1]");
+  TensorList wrong_dtype = s.exp_avgs;
+  wrong_dtype[1] = wrong_dtype[1].to(kFloat64);
+  EXPECT_THROW_MSG(adam_step_(s.params, s.grads, wrong_dtype, s.exp_avg_sqs, s.steps, {}),
+                   "tensors of parameter 1 are float64 on cpu, expected float32 on cpu");
+  TensorList shared = s.exp_avg_sqs;
+  shared[0] = s.exp_avgs[0];
+  EXPECT_THROW_MSG(adam_step_(s.params, s.grads, s.exp_avgs, shared, s.steps, {}), "shares memory");
+  EXPECT_THROW_MSG(adam_step_({}, {}, {}, {}, {}, {}), "at least one parameter");
+}
+
+TEST(AdamStep, WritingATensorThatRequiresGradNeedsNoGrad) {
+  AdamState s = make_state(1, kFloat32, kCPU);
+  s.params[0].requires_grad_(true);
+  EXPECT_THROW_MSG(adam_step_(s.params, s.grads, s.exp_avgs, s.exp_avg_sqs, s.steps, {}),
+                   "requires grad and would be written in place");
+}
+
+// A compiled function that runs the fused step on its arguments writes them back as eager does.
+TEST(AdamStep, TracedStepWritesEveryTargetBack) {
+  manual_seed(2);
+  auto fn = [](const TensorList& in) {
+    NoGradGuard no_grad;
+    const size_t n = in.size() / 5;
+    auto part = [&](size_t k) { return TensorList(in.begin() + k * n, in.begin() + (k + 1) * n); };
+    adam_step_(part(0), part(1), part(2), part(3), part(4), {.lr = 0.1, .weight_decay = 0.01});
+    return TensorList{in[0] * 2};
+  };
+  AdamState s = make_state(3, kFloat32, kCPU);
+  TensorList args;
+  for (const TensorList* l : {&s.params, &s.grads, &s.exp_avgs, &s.exp_avg_sqs, &s.steps})
+    args.insert(args.end(), l->begin(), l->end());
+  testing::expect_compiled_matches_eager(fn, args, {.compile = {.backend = "aot_eager"}, .calls = 3});
+}
+
+TEST(AdamStepCuda, MatchesCpuOverSeveralLaunches) {
+  TG_REQUIRE_CUDA();
+  for (DType dtype : {kFloat32, kFloat64}) {
+    manual_seed(4);
+    AdamState cpu = make_state(70, dtype, kCPU);  // three launches of up to 32 parameters
+    AdamState gpu;
+    for (auto [from, to] : {std::pair{&cpu.params, &gpu.params}, {&cpu.grads, &gpu.grads},
+                            {&cpu.exp_avgs, &gpu.exp_avgs}, {&cpu.exp_avg_sqs, &gpu.exp_avg_sqs},
+                            {&cpu.steps, &gpu.steps}})
+      for (const Tensor& t : *from) to->push_back(t.to(cuda_device()));
+    const AdamStepOptions o{.lr = 0.01, .weight_decay = 0.05, .decoupled = true};
+    for (int k = 0; k < 3; ++k) {
+      step(cpu, o);
+      step(gpu, o);
+    }
+    const double tol = dtype == kFloat32 ? 1e-5 : 1e-12;
+    for (size_t i = 0; i < cpu.params.size(); ++i) {
+      testing::expect_close(gpu.params[i].to(kCPU), cpu.params[i], tol, tol);
+      testing::expect_close(gpu.exp_avg_sqs[i].to(kCPU), cpu.exp_avg_sqs[i], tol, tol);
+      testing::expect_close(gpu.steps[i].to(kCPU), cpu.steps[i], 0, 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tg
