@@ -37,17 +37,18 @@ OpNode::OpNode(OpPtr op, const TensorList& inputs) : op_(std::move(op)) {
   }
 }
 
-void OpNode::save(const TensorList& inputs, const TensorList& outputs) {
+void OpNode::save_inputs(const TensorList& inputs) {
+  if (!op_->saves().inputs) return;
+  saved_inputs_.reserve(inputs.size());
+  for (const Tensor& t : inputs) saved_inputs_.emplace_back(t, false);
+}
+
+void OpNode::save_outputs(const TensorList& outputs) {
   const SaveSpec spec = op_->saves();
-  if (spec.inputs) {
-    saved_inputs_.reserve(inputs.size());
-    for (const Tensor& t : inputs) saved_inputs_.emplace_back(t, false);
-  }
-  if (spec.outputs) {
-    saved_outputs_.reserve(outputs.size());
-    for (size_t i = 0; i < outputs.size(); ++i)
-      saved_outputs_.push_back(i < 32 && (spec.output_mask >> i & 1u) ? SavedTensor(outputs[i], true) : SavedTensor());
-  }
+  if (!spec.outputs) return;
+  saved_outputs_.reserve(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i)
+    saved_outputs_.push_back(i < 32 && (spec.output_mask >> i & 1u) ? SavedTensor(outputs[i], true) : SavedTensor());
 }
 
 TensorList OpNode::apply(TensorList&& grad_outputs) {
