@@ -142,9 +142,10 @@ TEST(BatchNormCuda, MatchesCpuWithRunningStatisticsAndGradients) {
     Tensor w = testing::random_tensor({4}, dtype), b = testing::random_tensor({4}, dtype);
     Tensor rm = testing::random_tensor({4}, dtype), rv = testing::random_tensor({4}, dtype, false, 0.5, 1.5);
     Tensor g = testing::random_tensor({6, 4, 5, 3}, dtype);
-    auto run = [&](Device d) {
-      Tensor xd = x.to(d).requires_grad_(true), wd = w.to(d).requires_grad_(true), bd = b.to(d).requires_grad_(true);
-      Tensor rmd = rm.to(d), rvd = rv.to(d);
+    auto run = [&](Device d) {  // on copies: to() of a tensor already on `d` returns the tensor itself
+      Tensor xd = x.clone().to(d).requires_grad_(true), wd = w.clone().to(d).requires_grad_(true);
+      Tensor bd = b.clone().to(d).requires_grad_(true);
+      Tensor rmd = rm.clone().to(d), rvd = rv.clone().to(d);
       Tensor y = batch_norm(xd, rmd, rvd, wd, bd, true, 0.2, 1e-5);
       TensorList gr = grad({y}, {xd, wd, bd}, {g.to(d)});
       return TensorList{y.detach().cpu(), rmd.cpu(), rvd.cpu(), gr[0].cpu(), gr[1].cpu(), gr[2].cpu()};
