@@ -44,14 +44,16 @@ void OpNode::save_inputs(const TensorList& inputs) {
 }
 
 void OpNode::save_outputs(const TensorList& outputs) {
-  if (!op_->saves().outputs) return;
+  const SaveSpec spec = op_->saves();
+  if (!spec.outputs) return;
   saved_outputs_.reserve(outputs.size());
-  for (const Tensor& t : outputs) saved_outputs_.emplace_back(t, true);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    saved_outputs_.push_back(i < 32 && (spec.output_mask >> i & 1u) ? SavedTensor(outputs[i], true) : SavedTensor());
 }
 
 TensorList OpNode::apply(TensorList&& grad_outputs) {
   // Outputs that received no gradient count as zero.
-  for (size_t i = 0; i < grad_outputs.size(); ++i) {
+  for (size_t i = 0; i < grad_outputs.size() && op_->needs_zero_filled_grads(); ++i) {
     if (!grad_outputs[i].defined()) {
       const TensorMeta& m = output_metas()[i];
       grad_outputs[i] = zeros(m.sizes, {.dtype = m.dtype, .device = m.device});

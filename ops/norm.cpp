@@ -1,12 +1,15 @@
 // batch_norm, layer_norm, group_norm composed from tg reductions (CUB on CUDA) and elementwise
-// ops, so each is differentiable to any order and traces like any other op sequence; the
-// running-statistics update is copy_ into the buffers (a declared mutation, functionalized by the tracer).
+// ops, so each is differentiable to any order and traces like any other op sequence; training-mode
+// batch_norm on float32/float64 is one op instead (ops/batch_norm.cpp). The running-statistics
+// update is copy_ into the buffers (a declared mutation, functionalized by the tracer).
 #include "ops/norm.h"
 
 #include "autograd/grad_mode.h"
+#include "ops/batch_norm.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/dispatch.h"
+#include "ops/factory.h"
 #include "ops/reduce.h"
 #include "ops/unary.h"
 #include "ops/view.h"
@@ -59,6 +62,19 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   const int64_t n = input.numel() / (C == 0 ? 1 : C);
   TG_CHECK(n > 1, "[batch_norm] expected more than 1 value per channel when training, got input of shape ",
            shape_str(input.sizes()));
+  if (input.dtype() == kFloat32 || input.dtype() == kFloat64) {
+    // One op and one backward op instead of the composition below.
+    const BatchNormTrainingResult r =
+        batch_norm_training(input, weight.defined() ? weight : ones(ch, input.options()),
+                            bias.defined() ? bias : zeros(ch, input.options()), running_mean, running_var, momentum, eps);
+    if (running_mean.defined()) {
+      NoGradGuard no_grad;
+      Tensor rm = running_mean, rv = running_var;
+      copy_(rm, r.running_mean);
+      copy_(rv, r.running_var);
+    }
+    return r.output;
+  }
   const Tensor mu = mean(input, dims, true);
   const Tensor centered = sub(input, mu);
   const Tensor v = mean(mul(centered, centered), dims, true);

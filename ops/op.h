@@ -44,6 +44,7 @@ std::vector<int> mutated_inputs(const OpSchema& s);
 struct SaveSpec {
   bool inputs = true;
   bool outputs = false;
+  uint32_t output_mask = ~0u;  // with `outputs`: bit i keeps output i (an op's big outputs need not be kept)
 };
 
 class BackwardContext;
@@ -62,6 +63,9 @@ class Op {
   virtual TensorList backward(const BackwardContext& ctx, const TensorList& grad_outputs) const;
   // Which tensors the tape saves for backward.
   virtual SaveSpec saves() const { return {}; }
+  // False when backward() takes an undefined gradient for an output that received none (its
+  // statistics outputs, say) instead of a tensor of zeros made for it.
+  virtual bool needs_zero_filled_grads() const { return true; }
   // The op's attributes for printing, e.g. "dim=1, keepdim=true".
   virtual std::string attrs() const { return {}; }
   // Random ops (kRandom) override this: the same op drawing fresh numbers (a new generator state),

@@ -97,6 +97,67 @@ TEST(BatchNorm, TrainingUsesBatchStatisticsAndUpdatesRunningStats) {
                         1e-10, 1e-12);
 }
 
+// Training-mode batch_norm is one op with one backward op; the composed formula is
+// the reference for its values, gradients and running statistics.
+TEST(BatchNorm, FusedOpMatchesTheComposedFormula) {
+  Tensor x = randn({5, 3, 4, 2}, {.dtype = kFloat64}).requires_grad_(true);
+  Tensor w = randn({3}, {.dtype = kFloat64}).requires_grad_(true), b = randn({3}, {.dtype = kFloat64}).requires_grad_(true);
+  Tensor rm = randn({3}, {.dtype = kFloat64}), rv = rand({3}, {.dtype = kFloat64}) + 0.5;
+  const Tensor rm0 = rm.clone(), rv0 = rv.clone();
+  Tensor g = randn({5, 3, 4, 2}, {.dtype = kFloat64});
+  Tensor y = batch_norm(x, rm, rv, w, b, true, 0.3, 1e-3);
+  auto [gx, gw, gb] = [&] {
+    TensorList r = grad({y}, {x, w, b}, {g});
+    return std::make_tuple(r[0], r[1], r[2]);
+  }();
+  Tensor xr = x.detach().requires_grad_(true), wr = w.detach().requires_grad_(true), br = b.detach().requires_grad_(true);
+  const Tensor mu = mean(xr, {0, 2, 3}, true), var_b = var(xr, {0, 2, 3}, 0, true);
+  Tensor yr = (xr - mu) / sqrt(var_b + 1e-3) * wr.view({1, 3, 1, 1}) + br.view({1, 3, 1, 1});
+  TensorList r = grad({yr}, {xr, wr, br}, {g});
+  testing::expect_close(y, yr, 1e-10, 1e-12);
+  testing::expect_close(gx, r[0], 1e-9, 1e-11);
+  testing::expect_close(gw, r[1], 1e-9, 1e-11);
+  testing::expect_close(gb, r[2], 1e-9, 1e-11);
+  testing::expect_close(rm, rm0 * 0.7 + mu.detach().view({3}) * 0.3, 1e-10, 1e-12);
+  testing::expect_close(rv, rv0 * 0.7 + var(x.detach(), {0, 2, 3}, 1) * 0.3, 1e-10, 1e-12);
+  // The tape holds one batch_norm node whose gradient is one batch_norm_backward op.
+  EXPECT_EQ(y.grad_fn()->name(), "BatchNormBackward0");
+}
+
+TEST(BatchNorm, CompiledGraphsHoldOneForwardOpAndOneBackwardOp) {
+  nn::BatchNorm2d bn(3);
+  auto f = compile([&bn](const Tensor& x) { return bn(x).sum(); }, {.backend = "aot_eager"});
+  Tensor x = randn({4, 3, 2, 2}).requires_grad_(true);
+  f(x).backward();
+  EXPECT_EQ(f.counters().forward_ops.count("batch_norm"), 1u);
+  EXPECT_EQ(f.counters().backward_ops.count("batch_norm_backward"), 1u);
+  EXPECT_EQ(f.counters().forward_ops.count("rsqrt"), 0u);
+}
+
+TEST(BatchNormCuda, MatchesCpuWithRunningStatisticsAndGradients) {
+  TG_REQUIRE_CUDA();
+  for (DType dtype : {kFloat32, kFloat64}) {
+    const double tol = dtype == kFloat32 ? 1e-4 : 1e-10;
+    Tensor x = testing::random_tensor({6, 4, 5, 3}, dtype) * 2 + 0.5;
+    Tensor w = testing::random_tensor({4}, dtype), b = testing::random_tensor({4}, dtype);
+    Tensor rm = testing::random_tensor({4}, dtype), rv = testing::random_tensor({4}, dtype, false, 0.5, 1.5);
+    Tensor g = testing::random_tensor({6, 4, 5, 3}, dtype);
+    auto run = [&](Device d) {  // on copies: to() of a tensor already on `d` returns the tensor itself
+      Tensor xd = x.clone().to(d).requires_grad_(true), wd = w.clone().to(d).requires_grad_(true);
+      Tensor bd = b.clone().to(d).requires_grad_(true);
+      Tensor rmd = rm.clone().to(d), rvd = rv.clone().to(d);
+      Tensor y = batch_norm(xd, rmd, rvd, wd, bd, true, 0.2, 1e-5);
+      TensorList gr = grad({y}, {xd, wd, bd}, {g.to(d)});
+      return TensorList{y.detach().cpu(), rmd.cpu(), rvd.cpu(), gr[0].cpu(), gr[1].cpu(), gr[2].cpu()};
+    };
+    const TensorList c = run(kCPU), u = run(cuda_device(0));
+    for (size_t i = 0; i < c.size(); ++i) {
+      SCOPED_TRACE("output " + std::to_string(i) + " " + std::string(dtype_name(dtype)));
+      testing::expect_close(u[i], c[i], tol, tol);
+    }
+  }
+}
+
 TEST(BatchNorm, ClearErrors) {
   EXPECT_THROW_MSG(batch_norm(zeros({4}), Tensor(), Tensor(), Tensor(), Tensor(), true), "has the wrong rank");
   EXPECT_THROW_MSG(batch_norm(zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true),
@@ -104,6 +165,10 @@ TEST(BatchNorm, ClearErrors) {
   EXPECT_THROW_MSG(batch_norm(zeros({2, 3}), zeros({4}), ones({4}), Tensor(), Tensor(), true),
                    "running_mean of shape [4] does not match [3]");
   EXPECT_THROW_MSG(batch_norm(zeros({2, 3}), Tensor(), Tensor(), Tensor(), Tensor(), false), "eval mode needs");
+  EXPECT_THROW_MSG(batch_norm(zeros({2, 3}), Tensor(), Tensor(), zeros({3}, {.dtype = kFloat64}), Tensor(), true),
+                   "weight has dtype float64 but input has float32");
+  EXPECT_THROW_MSG(batch_norm(zeros({2, 3}, {.dtype = kInt64}), Tensor(), Tensor(), Tensor(), Tensor(), true),
+                   "[batch_norm]");
 }
 
 TEST(LayerAndGroupNorm, ValuesAndErrors) {
@@ -192,6 +257,54 @@ TEST(CompiledBatchNorm, BuffersMatchEagerAotEager) { expect_compiled_batchnorm_m
 TEST(CompiledBatchNorm, BuffersMatchEagerCudagraphs) {
   TG_REQUIRE_CUDA();
   expect_compiled_batchnorm_matches_eager("cudagraphs", Device{DeviceType::CUDA, 0});
+}
+
+// A residual conv-BN network trained for 20 SGD steps (momentum) eagerly and with forward, backward
+// and update as CUDA graphs, from the same seed: the running statistics (and the parameters) agree.
+TEST(CompiledBatchNorm, ConvNetBuffersMatchEagerAfter20SgdSteps) {
+  TG_REQUIRE_CUDA();
+  const Device dev = cuda_device(0);
+  auto make = [&] {
+    manual_seed(3);
+    auto m = std::make_shared<nn::Sequential>();
+    m->push_back(std::make_shared<nn::Conv2d>(3, 8, Shape{3}, Shape{1}, ConvPadding(1), Shape{1}, 1, false));
+    m->push_back(std::make_shared<nn::BatchNorm2d>(8));
+    m->push_back(std::make_shared<nn::ReLU>());
+    m->push_back(std::make_shared<nn::Conv2d>(8, 8, Shape{3}, Shape{2}, ConvPadding(1), Shape{1}, 1, false));
+    m->push_back(std::make_shared<nn::BatchNorm2d>(8));
+    m->push_back(std::make_shared<nn::AdaptiveAvgPool2d>(Shape{1}));
+    m->push_back(std::make_shared<nn::Flatten>());
+    m->push_back(std::make_shared<nn::Linear>(8, 4));
+    m->to(dev);
+    return m;
+  };
+  auto eager = make(), graphed = make();
+  manual_seed(4);
+  Tensor x = randn({16, 3, 8, 8}, {.device = dev}), y = randint(0, 4, {16}, {.device = dev});
+  optim::SGD eager_sgd(eager->parameters(), {.lr = 0.05, .momentum = 0.9});
+  optim::SGD graphed_sgd(graphed->parameters(), {.lr = 0.05, .momentum = 0.9});
+  optim::CompiledStep graphed_step(graphed_sgd);
+  auto loss = compile([m = graphed](const Tensor& a, const Tensor& b) { return cross_entropy((*m)(a), b); },
+                      {.backend = "cudagraphs"});
+  for (int i = 0; i < 20; ++i) {
+    eager_sgd.zero_grad();
+    cross_entropy((*eager)(x), y).backward();
+    eager_sgd.step();
+    Tensor l = loss(x, y);
+    graphed_sgd.zero_grad();
+    l.backward();
+    graphed_step.step();
+  }
+  EXPECT_GE(loss.counters().replays, 18);
+  const auto eb = eager->named_buffers(), gb = graphed->named_buffers();
+  ASSERT_EQ(eb.size(), gb.size());
+  for (size_t i = 0; i < eb.size(); ++i) {
+    SCOPED_TRACE(eb[i].first);
+    testing::expect_close(gb[i].second, eb[i].second, 1e-4, 1e-5);
+  }
+  const auto ep = eager->named_parameters(), gp = graphed->named_parameters();
+  for (size_t i = 0; i < ep.size(); ++i) testing::expect_close(gp[i].second, ep[i].second, 1e-4, 1e-5);
+  EXPECT_EQ(gb[2].second.to(kCPU).item<int64_t>(), 20);  // num_batches_tracked of the first BatchNorm2d
 }
 
 TEST(CompiledBatchNorm, EvalSwitchRecompilesAndLeavesBuffersAlone) {
