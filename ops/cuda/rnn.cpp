@@ -5,6 +5,8 @@
 // is a tensor from the caching allocator. Math is FMA-only for float32 (no TF32), as for convolutions.
 #include <cudnn.h>
 
+#include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -49,7 +51,7 @@ struct RnnDescriptors {
   cudnnRNNDataDescriptor_t x = nullptr, y = nullptr;
   cudnnTensorDescriptor_t h = nullptr;
 
-  RnnDescriptors(const RnnConfig& c, cudnnHandle_t handle, int device) {
+  RnnDescriptors(const RnnConfig& c, cudnnHandle_t handle, int device, cudnnRNNAlgo_t algo) {
     auto i = [](int64_t v) { return static_cast<int>(v); };
     const cudnnDataType_t t = data_type(c.dtype);
     TG_CUDNN_CHECK(cudnnCreateRNNDescriptor(&rnn));
@@ -57,7 +59,7 @@ struct RnnDescriptors {
     TG_CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&y));
     TG_CUDNN_CHECK(cudnnCreateTensorDescriptor(&h));
     auto set = [&](cudnnMathType_t math) {
-      return cudnnSetRNNDescriptor_v8(rnn, CUDNN_RNN_ALGO_STANDARD, c.lstm() ? CUDNN_LSTM : CUDNN_GRU,
+      return cudnnSetRNNDescriptor_v8(rnn, algo, c.lstm() ? CUDNN_LSTM : CUDNN_GRU,
                                       c.bias ? CUDNN_RNN_DOUBLE_BIAS : CUDNN_RNN_NO_BIAS,
                                       c.bidirectional ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, t,
                                       t, math, i(c.input_size), i(c.hidden_size), i(c.hidden_size), i(c.num_layers),
@@ -89,6 +91,7 @@ struct RnnDescriptors {
 // What cuDNN said about one geometry: buffer sizes, and where each gate's matrix and bias lives in
 // the weight space (element offsets, by pseudo-layer * 2 * gates + cuDNN's linear-layer id).
 struct RnnPlan {
+  cudnnRNNAlgo_t algo = CUDNN_RNN_ALGO_STANDARD;
   size_t weight_bytes = 0;
   size_t train_work_bytes = 0;
   size_t infer_work_bytes = 0;
@@ -107,16 +110,35 @@ int64_t descriptor_numel(cudnnTensorDescriptor_t d) {
   return nb > 0 ? n : 0;
 }
 
+// The recurrence algorithm asked for first: cuDNN's standard one, or (float32, when the process
+// starts with TG_CUDNN_RNN_ALGO=persist_static) its persistent kernels, which keep the recurrent
+// weights on chip; a geometry cuDNN cannot run persistently falls back to the standard one.
+cudnnRNNAlgo_t preferred_algo(const RnnConfig& c) {
+  static const bool persist = [] {
+    const char* v = std::getenv("TG_CUDNN_RNN_ALGO");
+    return v != nullptr && std::string(v) == "persist_static";
+  }();
+  return persist && c.dtype == kFloat32 ? CUDNN_RNN_ALGO_PERSIST_STATIC : CUDNN_RNN_ALGO_STANDARD;
+}
+
 RnnPlan make_plan(const RnnConfig& c, int device) {
   DeviceGuard guard(device);
   cudnnHandle_t handle = cudnn_handle(device);
-  RnnDescriptors d(c, handle, device);
   RnnPlan p;
-  TG_CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(handle, d.rnn, &p.weight_bytes));
-  TG_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(handle, d.rnn, CUDNN_FWD_MODE_TRAINING, d.x, &p.train_work_bytes,
+  p.algo = preferred_algo(c);
+  auto d = std::make_unique<RnnDescriptors>(c, handle, device, p.algo);
+  if (p.algo != CUDNN_RNN_ALGO_STANDARD &&
+      cudnnGetRNNTempSpaceSizes(handle, d->rnn, CUDNN_FWD_MODE_TRAINING, d->x, &p.train_work_bytes,
+                                &p.reserve_bytes) != CUDNN_STATUS_SUCCESS) {
+    p.algo = CUDNN_RNN_ALGO_STANDARD;  // this geometry has no persistent kernel
+    d = std::make_unique<RnnDescriptors>(c, handle, device, p.algo);
+  }
+  TG_CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(handle, d->rnn, &p.weight_bytes));
+  TG_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(handle, d->rnn, CUDNN_FWD_MODE_TRAINING, d->x, &p.train_work_bytes,
                                            &p.reserve_bytes));
   size_t unused = 0;
-  TG_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(handle, d.rnn, CUDNN_FWD_MODE_INFERENCE, d.x, &p.infer_work_bytes, &unused));
+  TG_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(handle, d->rnn, CUDNN_FWD_MODE_INFERENCE, d->x, &p.infer_work_bytes,
+                                           &unused));
   // Offsets are read against a real weight space (cuDNN returns addresses inside it).
   const int64_t esize = dtype_size(c.dtype);
   const Tensor probe = empty({static_cast<int64_t>(p.weight_bytes) / esize + 1}, {.dtype = c.dtype,
@@ -133,7 +155,7 @@ RnnPlan make_plan(const RnnConfig& c, int device) {
     for (int64_t lin = 0; lin < 2 * G && error.empty(); ++lin) {
       void* m = nullptr;
       void* b = nullptr;
-      const cudnnStatus_t st = cudnnGetRNNWeightParams(handle, d.rnn, static_cast<int32_t>(pl), p.weight_bytes, base,
+      const cudnnStatus_t st = cudnnGetRNNWeightParams(handle, d->rnn, static_cast<int32_t>(pl), p.weight_bytes, base,
                                                        static_cast<int32_t>(lin), md, &m, bd, &b);
       if (st != CUDNN_STATUS_SUCCESS) {
         error = std::string("cudnnGetRNNWeightParams failed: ") + cudnnGetErrorString(st);
@@ -246,8 +268,8 @@ void rnn_forward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const 
   const Device device = y.device();
   DeviceGuard guard(device.index);
   cudnnHandle_t handle = cudnn_handle(device.index);
-  RnnDescriptors d(cfg, handle, device.index);
   const RnnPlan& p = plan_for(cfg, device.index);
+  RnnDescriptors d(cfg, handle, device.index, p.algo);
   const bool train = reserve.defined();
   TG_CHECK(!train || static_cast<size_t>(reserve.numel()) * 8 >= p.reserve_bytes,
            "[cudnn_rnn] internal error: reserve space of ", reserve.numel() * 8, " bytes, cuDNN needs ",
@@ -271,8 +293,8 @@ void rnn_backward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const
   const Device device = dx.device();
   DeviceGuard guard(device.index);
   cudnnHandle_t handle = cudnn_handle(device.index);
-  RnnDescriptors d(cfg, handle, device.index);
   const RnnPlan& p = plan_for(cfg, device.index);
+  RnnDescriptors d(cfg, handle, device.index, p.algo);
   TG_CHECK(static_cast<size_t>(reserve.numel()) * 8 >= p.reserve_bytes, "[cudnn_rnn_backward] internal error: ",
            "reserve space of ", reserve.numel() * 8, " bytes, cuDNN needs ", p.reserve_bytes);
   const cudaStream_t stream = current_stream();
