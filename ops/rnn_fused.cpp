@@ -2,7 +2,7 @@
 // direction and time step), whose backward is one op too, cudnn_rnn_backward (cuDNN's backward data
 // and weights); a traced graph holds one node for each. The forward's reserve space (what cuDNN keeps
 // for the backward) is an output of its own, an int64 blob that never takes a gradient. Other
-// devices, and empty sequences or batches, take the composed path of ops/rnn.cpp.
+// devices, and empty sequences, batches or inputs, take the composed path of ops/rnn.cpp.
 #include <memory>
 #include <sstream>
 
@@ -113,8 +113,8 @@ RnnConfig check_fused(const char* op, RnnMode mode, const RnnOperands& o, int64_
   const RnnConfig cfg = check_rnn_operands(op, mode, o.x, o.h0, o.c0, o.weights, num_layers, bidirectional);
   TG_CHECK(o.x.device().is_cuda(), "[", op, "] runs on CUDA tensors (through cuDNN), got input on ",
            o.x.device().str());
-  TG_CHECK(cfg.seq_len > 0 && cfg.batch > 0, "[", op, "] expected a non-empty sequence and batch, got input of shape ",
-           shape_str(o.x.sizes()));
+  TG_CHECK(cfg.seq_len > 0 && cfg.batch > 0 && cfg.input_size > 0, "[", op, "] expected a non-empty sequence, batch ",
+           "and input_size, got input of shape ", shape_str(o.x.sizes()));
   return cfg;
 }
 
@@ -186,7 +186,7 @@ class CudnnRnnBackwardOp final : public Op {
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
     const size_t states = mode_ == RnnMode::LSTM ? 2 : 1, first = 1 + states + n_weights_;
-    TG_CHECK(in.size() == first + 2 + states, "[cudnn_rnn_backward] expected ", first + 2 + states, " operands, got ",
+    TG_CHECK(in.size() == first + 3 + states, "[cudnn_rnn_backward] expected ", first + 3 + states, " operands, got ",
              in.size());
     const RnnOperands o = split_operands(mode_, in, n_weights_);
     const RnnConfig cfg = check_fused("cudnn_rnn_backward", mode_, o, num_layers_, bidirectional_);
@@ -242,7 +242,7 @@ TensorList CudnnRnnOp::backward(const BackwardContext& ctx, const TensorList& gr
   TG_CHECK(train_, "[cudnn_rnn] internal error: a forward run without a reserve space was differentiated");
   const size_t states = mode_ == RnnMode::LSTM ? 2 : 1, first = 1 + states + n_weights_;
   TensorList in;
-  in.reserve(first + 2 + states);
+  in.reserve(first + 3 + states);
   for (size_t i = 0; i < first; ++i) in.push_back(ctx.input(i));
   in.push_back(ctx.output(0));
   in.push_back(ctx.output(states + 1));
@@ -268,7 +268,7 @@ RnnResult rnn(RnnMode mode, const Tensor& x, const Tensor& h0, const Tensor& c0,
   const RnnConfig cfg = check_rnn_operands(mode == RnnMode::LSTM ? "lstm" : "gru", mode, x, h0, c0, weights,
                                            num_layers, bidirectional);
 #ifdef TG_WITH_CUDA
-  if (x.is_cuda() && cfg.seq_len > 0 && cfg.batch > 0) {
+  if (x.is_cuda() && cfg.seq_len > 0 && cfg.batch > 0 && cfg.input_size > 0) {
     // The kernels read dense operands; contiguous() is an op, so a trace sees any copy.
     TensorList in{x.contiguous(), h0.contiguous()};
     if (cfg.lstm()) in.push_back(c0.contiguous());

@@ -15,6 +15,7 @@
 
 #include "ops/cuda/cudnn_context.h"
 #include "ops/cuda/rnn_pack.h"
+#include "ops/dispatch.h"
 #include "ops/factory.h"
 #include "ops/rnn_kernels.h"
 #include "tensor/cuda/cuda_check.h"
@@ -141,6 +142,7 @@ RnnPlan make_plan(const RnnConfig& c, int device) {
                                            &unused));
   // Offsets are read against a real weight space (cuDNN returns addresses inside it).
   const int64_t esize = dtype_size(c.dtype);
+  OpObserverGuard untraced(nullptr);  // a real buffer even when a trace asks (shape rules run on fake tensors)
   const Tensor probe = empty({static_cast<int64_t>(p.weight_bytes) / esize + 1}, {.dtype = c.dtype,
                                                                                   .device = cuda_device(device)});
   char* const base = static_cast<char*>(probe.raw_data());
