@@ -1,5 +1,5 @@
-// rnn(): a whole stack of LSTM/GRU layers. On CUDA it is one op, cudnn_rnn (cuDNN runs every layer,
-// direction and time step), whose backward is one op too, cudnn_rnn_backward (cuDNN's backward data
+// rnn(): a whole stack of LSTM/GRU layers. On CUDA it is one op, rnn (cuDNN runs every layer,
+// direction and time step), whose backward is one op too, rnn_backward (cuDNN's backward data
 // and weights); a traced graph holds one node for each. The forward's reserve space (what cuDNN keeps
 // for the backward) is an output of its own, an int64 blob that never takes a gradient. Other
 // devices, and empty sequences, batches or inputs, take the composed path of ops/rnn.cpp.
@@ -89,7 +89,7 @@ RnnConfig check_rnn_operands(const char* op, RnnMode mode, const Tensor& x, cons
 
 namespace {
 
-// The operands of cudnn_rnn: x, h0, (c0), weights.
+// The operands of rnn: x, h0, (c0), weights.
 struct RnnOperands {
   Tensor x, h0, c0;
   TensorList weights;
@@ -97,7 +97,7 @@ struct RnnOperands {
 
 RnnOperands split_operands(RnnMode mode, const TensorList& in, size_t n_weights) {
   const size_t states = mode == RnnMode::LSTM ? 2 : 1;
-  TG_CHECK(in.size() >= 1 + states + n_weights, "[cudnn_rnn] expected ", 1 + states + n_weights, " operands, got ",
+  TG_CHECK(in.size() >= 1 + states + n_weights, "[rnn] expected ", 1 + states + n_weights, " operands, got ",
            in.size());
   RnnOperands o;
   o.x = in[0];
@@ -121,19 +121,19 @@ RnnConfig check_fused(const char* op, RnnMode mode, const RnnOperands& o, int64_
 // Elements of the int64 blob that holds `bytes` of reserve space.
 int64_t reserve_numel(int64_t bytes) { return (bytes + 7) / 8; }
 
-class CudnnRnnOp final : public Op {
+class RnnOp final : public Op {
  public:
-  CudnnRnnOp(RnnMode mode, int64_t num_layers, bool bidirectional, size_t n_weights, bool train)
+  RnnOp(RnnMode mode, int64_t num_layers, bool bidirectional, size_t n_weights, bool train)
       : mode_(mode), num_layers_(num_layers), bidirectional_(bidirectional), n_weights_(n_weights), train_(train) {}
   const OpSchema& schema() const override {
-    static const OpSchema s{.name = "cudnn_rnn"};
+    static const OpSchema s{.name = "rnn"};
     return s;
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
     const RnnOperands o = split_operands(mode_, in, n_weights_);
-    TG_CHECK(in.size() == (mode_ == RnnMode::LSTM ? 3 : 2) + n_weights_, "[cudnn_rnn] expected ",
+    TG_CHECK(in.size() == (mode_ == RnnMode::LSTM ? 3 : 2) + n_weights_, "[rnn] expected ",
              (mode_ == RnnMode::LSTM ? 3 : 2) + n_weights_, " operands, got ", in.size());
-    const RnnConfig cfg = check_fused("cudnn_rnn", mode_, o, num_layers_, bidirectional_);
+    const RnnConfig cfg = check_fused("rnn", mode_, o, num_layers_, bidirectional_);
     const Device dev = o.x.device();
     std::vector<TensorMeta> out;
     out.push_back(contiguous_meta({cfg.seq_len, cfg.batch, cfg.dirs() * cfg.hidden_size}, cfg.dtype, dev));
@@ -148,7 +148,7 @@ class CudnnRnnOp final : public Op {
   }
   void eval(const TensorList& in, TensorList& out) const override {
     const RnnOperands o = split_operands(mode_, in, n_weights_);
-    const RnnConfig cfg = check_rnn_operands("cudnn_rnn", mode_, o.x, o.h0, o.c0, o.weights, num_layers_,
+    const RnnConfig cfg = check_rnn_operands("rnn", mode_, o.x, o.h0, o.c0, o.weights, num_layers_,
                                              bidirectional_);
     const bool lstm = cfg.lstm();
 #ifdef TG_WITH_CUDA
@@ -156,7 +156,7 @@ class CudnnRnnOp final : public Op {
                       train_ ? out[lstm ? 3 : 2] : Tensor());
 #else
     (void)lstm;
-    TG_FAIL("[cudnn_rnn] this build has no CUDA backend");
+    TG_FAIL("[rnn] this build has no CUDA backend");
 #endif
   }
   SaveSpec saves() const override { return {.inputs = true, .outputs = true}; }
@@ -176,33 +176,33 @@ class CudnnRnnOp final : public Op {
 };
 
 // Inputs: x, h0, (c0), weights, y, reserve, dy, dhy, (dcy); outputs: dx, dh0, (dc0), one per weight.
-class CudnnRnnBackwardOp final : public Op {
+class RnnBackwardOp final : public Op {
  public:
-  CudnnRnnBackwardOp(RnnMode mode, int64_t num_layers, bool bidirectional, size_t n_weights)
+  RnnBackwardOp(RnnMode mode, int64_t num_layers, bool bidirectional, size_t n_weights)
       : mode_(mode), num_layers_(num_layers), bidirectional_(bidirectional), n_weights_(n_weights) {}
   const OpSchema& schema() const override {
-    static const OpSchema s{.name = "cudnn_rnn_backward"};
+    static const OpSchema s{.name = "rnn_backward"};
     return s;
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
     const size_t states = mode_ == RnnMode::LSTM ? 2 : 1, first = 1 + states + n_weights_;
-    TG_CHECK(in.size() == first + 3 + states, "[cudnn_rnn_backward] expected ", first + 3 + states, " operands, got ",
+    TG_CHECK(in.size() == first + 3 + states, "[rnn_backward] expected ", first + 3 + states, " operands, got ",
              in.size());
     const RnnOperands o = split_operands(mode_, in, n_weights_);
-    const RnnConfig cfg = check_fused("cudnn_rnn_backward", mode_, o, num_layers_, bidirectional_);
+    const RnnConfig cfg = check_fused("rnn_backward", mode_, o, num_layers_, bidirectional_);
     const Tensor &y = in[first], &reserve = in[first + 1];
     const Shape y_sizes{cfg.seq_len, cfg.batch, cfg.dirs() * cfg.hidden_size};
-    TG_CHECK(y.sizes() == y_sizes && in[first + 2].sizes() == y_sizes, "[cudnn_rnn_backward] expected output and ",
+    TG_CHECK(y.sizes() == y_sizes && in[first + 2].sizes() == y_sizes, "[rnn_backward] expected output and ",
              "its gradient of shape ", shape_str(y_sizes), ", got ", shape_str(y.sizes()), " and ",
              shape_str(in[first + 2].sizes()));
     for (size_t i = 0; i < states; ++i)
-      TG_CHECK(in[first + 3 + i].sizes() == o.h0.sizes(), "[cudnn_rnn_backward] expected state gradients of shape ",
+      TG_CHECK(in[first + 3 + i].sizes() == o.h0.sizes(), "[rnn_backward] expected state gradients of shape ",
                shape_str(o.h0.sizes()), ", got ", shape_str(in[first + 3 + i].sizes()));
     for (size_t i = first; i < in.size(); ++i)
-      if (i != first + 1) check_same("cudnn_rnn_backward", in[i], "an output or its gradient", o.x);
+      if (i != first + 1) check_same("rnn_backward", in[i], "an output or its gradient", o.x);
 #ifdef TG_WITH_CUDA
     const int64_t want = reserve_numel(cuda::rnn_reserve_bytes(cfg, o.x.device().index));
-    TG_CHECK(reserve.dtype() == kInt64 && reserve.numel() == want, "[cudnn_rnn_backward] expected the forward's ",
+    TG_CHECK(reserve.dtype() == kInt64 && reserve.numel() == want, "[rnn_backward] expected the forward's ",
              "reserve space (int64 [", want, "]), got ", dtype_name(reserve.dtype()), " ", shape_str(reserve.sizes()));
 #endif
     std::vector<TensorMeta> out;
@@ -212,7 +212,7 @@ class CudnnRnnBackwardOp final : public Op {
   void eval(const TensorList& in, TensorList& out) const override {
     const size_t states = mode_ == RnnMode::LSTM ? 2 : 1, first = 1 + states + n_weights_;
     const RnnOperands o = split_operands(mode_, in, n_weights_);
-    const RnnConfig cfg = check_rnn_operands("cudnn_rnn_backward", mode_, o.x, o.h0, o.c0, o.weights, num_layers_,
+    const RnnConfig cfg = check_rnn_operands("rnn_backward", mode_, o.x, o.h0, o.c0, o.weights, num_layers_,
                                              bidirectional_);
     const bool lstm = states == 2;
 #ifdef TG_WITH_CUDA
@@ -222,7 +222,7 @@ class CudnnRnnBackwardOp final : public Op {
 #else
     (void)cfg;
     (void)lstm;
-    TG_FAIL("[cudnn_rnn_backward] this build has no CUDA backend");
+    TG_FAIL("[rnn_backward] this build has no CUDA backend");
 #endif
   }
   SaveSpec saves() const override { return {false, false}; }
@@ -238,8 +238,8 @@ class CudnnRnnBackwardOp final : public Op {
   size_t n_weights_;
 };
 
-TensorList CudnnRnnOp::backward(const BackwardContext& ctx, const TensorList& grads) const {
-  TG_CHECK(train_, "[cudnn_rnn] internal error: a forward run without a reserve space was differentiated");
+TensorList RnnOp::backward(const BackwardContext& ctx, const TensorList& grads) const {
+  TG_CHECK(train_, "[rnn] internal error: a forward run without a reserve space was differentiated");
   const size_t states = mode_ == RnnMode::LSTM ? 2 : 1, first = 1 + states + n_weights_;
   TensorList in;
   in.reserve(first + 3 + states);
@@ -248,7 +248,7 @@ TensorList CudnnRnnOp::backward(const BackwardContext& ctx, const TensorList& gr
   in.push_back(ctx.output(states + 1));
   // cuDNN reads dense gradients; a gradient may be a broadcast (sum's backward) or a view.
   for (size_t i = 0; i <= states; ++i) in.push_back(grads[i].contiguous());
-  TensorList g = dispatch(std::make_shared<const CudnnRnnBackwardOp>(mode_, num_layers_, bidirectional_, n_weights_),
+  TensorList g = dispatch(std::make_shared<const RnnBackwardOp>(mode_, num_layers_, bidirectional_, n_weights_),
                           std::move(in));
   for (size_t i = 0; i < g.size(); ++i)
     if (!ctx.needs_input_grad(i)) g[i] = Tensor();
@@ -275,7 +275,7 @@ RnnResult rnn(RnnMode mode, const Tensor& x, const Tensor& h0, const Tensor& c0,
     for (const Tensor& w : weights) in.push_back(w.contiguous());
     const bool train = is_grad_enabled() && any_requires_grad(in);
     TensorList out = dispatch(
-        std::make_shared<const CudnnRnnOp>(mode, num_layers, bidirectional, weights.size(), train), std::move(in));
+        std::make_shared<const RnnOp>(mode, num_layers, bidirectional, weights.size(), train), std::move(in));
     return {out[0], out[1], cfg.lstm() ? out[2] : Tensor()};
   }
 #endif

@@ -207,8 +207,8 @@ TEST(RnnModules, CudaDropoutRunsOneOpPerLayer) {
     const graphs::JointGraph joint =
         graphs::trace_joint([m](const TensorList& in) { return TensorList{m->forward(in[0])}; }, {x});
     const auto counts = joint.graph.op_counts();
-    return std::pair<int, int>{counts.count("cudnn_rnn") ? counts.at("cudnn_rnn") : 0,
-                               counts.count("cudnn_rnn_backward") ? counts.at("cudnn_rnn_backward") : 0};
+    return std::pair<int, int>{counts.count("rnn") ? counts.at("rnn") : 0,
+                               counts.count("rnn_backward") ? counts.at("rnn_backward") : 0};
   };
   EXPECT_EQ(count(), (std::pair<int, int>{3, 3}));
   m->eval();

@@ -5,8 +5,6 @@
 // is a tensor from the caching allocator. Math is FMA-only for float32 (no TF32), as for convolutions.
 #include <cudnn.h>
 
-#include <cstdlib>
-#include <memory>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -26,7 +24,7 @@ namespace tg::cuda {
 namespace {
 
 cudnnDataType_t data_type(DType dtype) {
-  TG_CHECK(dtype == kFloat32 || dtype == kFloat64, "[cudnn_rnn] cuDNN recurrent layers take float32 or float64, got ",
+  TG_CHECK(dtype == kFloat32 || dtype == kFloat64, "[rnn] cuDNN recurrent layers take float32 or float64, got ",
            dtype_name(dtype));
   return dtype == kFloat32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
 }
@@ -52,7 +50,7 @@ struct RnnDescriptors {
   cudnnRNNDataDescriptor_t x = nullptr, y = nullptr;
   cudnnTensorDescriptor_t h = nullptr;
 
-  RnnDescriptors(const RnnConfig& c, cudnnHandle_t handle, int device, cudnnRNNAlgo_t algo) {
+  RnnDescriptors(const RnnConfig& c, cudnnHandle_t handle, int device) {
     auto i = [](int64_t v) { return static_cast<int>(v); };
     const cudnnDataType_t t = data_type(c.dtype);
     TG_CUDNN_CHECK(cudnnCreateRNNDescriptor(&rnn));
@@ -60,20 +58,22 @@ struct RnnDescriptors {
     TG_CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&y));
     TG_CUDNN_CHECK(cudnnCreateTensorDescriptor(&h));
     auto set = [&](cudnnMathType_t math) {
-      return cudnnSetRNNDescriptor_v8(rnn, algo, c.lstm() ? CUDNN_LSTM : CUDNN_GRU,
+      return cudnnSetRNNDescriptor_v8(rnn, CUDNN_RNN_ALGO_STANDARD, c.lstm() ? CUDNN_LSTM : CUDNN_GRU,
                                       c.bias ? CUDNN_RNN_DOUBLE_BIAS : CUDNN_RNN_NO_BIAS,
                                       c.bidirectional ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, t,
                                       t, math, i(c.input_size), i(c.hidden_size), i(c.hidden_size), i(c.num_layers),
-                                      no_dropout(device, handle), CUDNN_RNN_PADDED_IO_DISABLED);
+                                      no_dropout(device, handle), CUDNN_RNN_PADDED_IO_ENABLED);
     };
     // float32 asks for FMA math (no TF32); a cuDNN that refuses it for RNNs gets its default.
     cudnnStatus_t st = set(c.dtype == kFloat32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH);
     if (st != CUDNN_STATUS_SUCCESS && c.dtype == kFloat32) st = set(CUDNN_DEFAULT_MATH);
     TG_CUDNN_CHECK(st);
+    // Every sequence is full length, so the unpacked sequence-major layout is plain [T, B, features]
+    // (and, with padded IO enabled, cuDNN may run the whole recurrence without per-step launches).
     const std::vector<int> lengths(static_cast<size_t>(c.batch), i(c.seq_len));
-    TG_CUDNN_CHECK(cudnnSetRNNDataDescriptor(x, t, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, i(c.seq_len), i(c.batch),
+    TG_CUDNN_CHECK(cudnnSetRNNDataDescriptor(x, t, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, i(c.seq_len), i(c.batch),
                                              i(c.input_size), lengths.data(), nullptr));
-    TG_CUDNN_CHECK(cudnnSetRNNDataDescriptor(y, t, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, i(c.seq_len), i(c.batch),
+    TG_CUDNN_CHECK(cudnnSetRNNDataDescriptor(y, t, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, i(c.seq_len), i(c.batch),
                                              i(c.dirs() * c.hidden_size), lengths.data(), nullptr));
     const int dims[3] = {i(c.num_layers * c.dirs()), i(c.batch), i(c.hidden_size)};
     const int strides[3] = {i(c.batch * c.hidden_size), i(c.hidden_size), 1};
@@ -92,7 +92,6 @@ struct RnnDescriptors {
 // What cuDNN said about one geometry: buffer sizes, and where each gate's matrix and bias lives in
 // the weight space (element offsets, by pseudo-layer * 2 * gates + cuDNN's linear-layer id).
 struct RnnPlan {
-  cudnnRNNAlgo_t algo = CUDNN_RNN_ALGO_STANDARD;
   size_t weight_bytes = 0;
   size_t train_work_bytes = 0;
   size_t infer_work_bytes = 0;
@@ -111,34 +110,16 @@ int64_t descriptor_numel(cudnnTensorDescriptor_t d) {
   return nb > 0 ? n : 0;
 }
 
-// The recurrence algorithm asked for first: cuDNN's standard one, or (float32, when the process
-// starts with TG_CUDNN_RNN_ALGO=persist_static) its persistent kernels, which keep the recurrent
-// weights on chip; a geometry cuDNN cannot run persistently falls back to the standard one.
-cudnnRNNAlgo_t preferred_algo(const RnnConfig& c) {
-  static const bool persist = [] {
-    const char* v = std::getenv("TG_CUDNN_RNN_ALGO");
-    return v != nullptr && std::string(v) == "persist_static";
-  }();
-  return persist && c.dtype == kFloat32 ? CUDNN_RNN_ALGO_PERSIST_STATIC : CUDNN_RNN_ALGO_STANDARD;
-}
-
 RnnPlan make_plan(const RnnConfig& c, int device) {
   DeviceGuard guard(device);
   cudnnHandle_t handle = cudnn_handle(device);
+  RnnDescriptors d(c, handle, device);
   RnnPlan p;
-  p.algo = preferred_algo(c);
-  auto d = std::make_unique<RnnDescriptors>(c, handle, device, p.algo);
-  if (p.algo != CUDNN_RNN_ALGO_STANDARD &&
-      cudnnGetRNNTempSpaceSizes(handle, d->rnn, CUDNN_FWD_MODE_TRAINING, d->x, &p.train_work_bytes,
-                                &p.reserve_bytes) != CUDNN_STATUS_SUCCESS) {
-    p.algo = CUDNN_RNN_ALGO_STANDARD;  // this geometry has no persistent kernel
-    d = std::make_unique<RnnDescriptors>(c, handle, device, p.algo);
-  }
-  TG_CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(handle, d->rnn, &p.weight_bytes));
-  TG_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(handle, d->rnn, CUDNN_FWD_MODE_TRAINING, d->x, &p.train_work_bytes,
+  TG_CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(handle, d.rnn, &p.weight_bytes));
+  TG_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(handle, d.rnn, CUDNN_FWD_MODE_TRAINING, d.x, &p.train_work_bytes,
                                            &p.reserve_bytes));
   size_t unused = 0;
-  TG_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(handle, d->rnn, CUDNN_FWD_MODE_INFERENCE, d->x, &p.infer_work_bytes,
+  TG_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(handle, d.rnn, CUDNN_FWD_MODE_INFERENCE, d.x, &p.infer_work_bytes,
                                            &unused));
   // Offsets are read against a real weight space (cuDNN returns addresses inside it).
   const int64_t esize = dtype_size(c.dtype);
@@ -157,7 +138,7 @@ RnnPlan make_plan(const RnnConfig& c, int device) {
     for (int64_t lin = 0; lin < 2 * G && error.empty(); ++lin) {
       void* m = nullptr;
       void* b = nullptr;
-      const cudnnStatus_t st = cudnnGetRNNWeightParams(handle, d->rnn, static_cast<int32_t>(pl), p.weight_bytes, base,
+      const cudnnStatus_t st = cudnnGetRNNWeightParams(handle, d.rnn, static_cast<int32_t>(pl), p.weight_bytes, base,
                                                        static_cast<int32_t>(lin), md, &m, bd, &b);
       if (st != CUDNN_STATUS_SUCCESS) {
         error = std::string("cudnnGetRNNWeightParams failed: ") + cudnnGetErrorString(st);
@@ -178,7 +159,7 @@ RnnPlan make_plan(const RnnConfig& c, int device) {
   }
   cudnnDestroyTensorDescriptor(md);
   cudnnDestroyTensorDescriptor(bd);
-  TG_CHECK(error.empty(), "[cudnn_rnn] ", error, " for ", c.str());
+  TG_CHECK(error.empty(), "[rnn] ", error, " for ", c.str());
   p.has_gaps = static_cast<size_t>(covered * esize) < p.weight_bytes;
   return p;
 }
@@ -253,7 +234,7 @@ Tensor device_lengths(const RnnConfig& c, Device device) {
 }
 
 void check_dense(const Tensor& t) {
-  TG_CHECK(!t.defined() || t.is_contiguous(), "[cudnn_rnn] internal error: kernels expect contiguous operands, got ",
+  TG_CHECK(!t.defined() || t.is_contiguous(), "[rnn] internal error: kernels expect contiguous operands, got ",
            "sizes ", shape_str(t.sizes()), " strides ", shape_str(t.strides()));
 }
 
@@ -271,13 +252,16 @@ void rnn_forward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const 
   DeviceGuard guard(device.index);
   cudnnHandle_t handle = cudnn_handle(device.index);
   const RnnPlan& p = plan_for(cfg, device.index);
-  RnnDescriptors d(cfg, handle, device.index, p.algo);
+  RnnDescriptors d(cfg, handle, device.index);
   const bool train = reserve.defined();
   TG_CHECK(!train || static_cast<size_t>(reserve.numel()) * 8 >= p.reserve_bytes,
-           "[cudnn_rnn] internal error: reserve space of ", reserve.numel() * 8, " bytes, cuDNN needs ",
+           "[rnn] internal error: reserve space of ", reserve.numel() * 8, " bytes, cuDNN needs ",
            p.reserve_bytes);
   const Tensor space = pack_weights(cfg, p, weights, device);
   const Tensor lengths = device_lengths(cfg, device);
+  // The forward leaves parts of the reserve for the backward to fill; zeroed, the saved blob holds no
+  // undefined bytes (the backward copies all of it).
+  if (train) TG_CUDA_CHECK(cudaMemsetAsync(reserve.raw_data(), 0, p.reserve_bytes, current_stream()));
   const size_t work_bytes = train ? p.train_work_bytes : p.infer_work_bytes;
   const Tensor work = buffer(work_bytes, kFloat64, device);
   TG_CUDNN_CHECK(cudnnRNNForward(handle, d.rnn, train ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
@@ -296,8 +280,8 @@ void rnn_backward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const
   DeviceGuard guard(device.index);
   cudnnHandle_t handle = cudnn_handle(device.index);
   const RnnPlan& p = plan_for(cfg, device.index);
-  RnnDescriptors d(cfg, handle, device.index, p.algo);
-  TG_CHECK(static_cast<size_t>(reserve.numel()) * 8 >= p.reserve_bytes, "[cudnn_rnn_backward] internal error: ",
+  RnnDescriptors d(cfg, handle, device.index);
+  TG_CHECK(static_cast<size_t>(reserve.numel()) * 8 >= p.reserve_bytes, "[rnn_backward] internal error: ",
            "reserve space of ", reserve.numel() * 8, " bytes, cuDNN needs ", p.reserve_bytes);
   const cudaStream_t stream = current_stream();
   const Tensor space = pack_weights(cfg, p, weights, device);
