@@ -1,8 +1,9 @@
-// rnn(): a whole stack of LSTM/GRU layers. On CUDA it is one op, rnn (cuDNN runs every layer,
-// direction and time step), whose backward is one op too, rnn_backward (cuDNN's backward data
-// and weights); a traced graph holds one node for each. The forward's reserve space (what cuDNN keeps
-// for the backward) is an output of its own, an int64 blob that never takes a gradient. Other
-// devices, and empty sequences, batches or inputs, take the composed path of ops/rnn.cpp.
+// rnn(): a whole stack of LSTM/GRU layers as one op, rnn (every layer, direction and time step in
+// one kernel call: cuDNN on CUDA, GEMMs and fused gate loops on the CPU), whose backward is one op
+// too, rnn_backward (cuDNN's backward data and weights on CUDA); a traced graph holds one node for
+// each. The forward's reserve (what the kernels keep for the backward) is an output of its own, an
+// int64 blob that never takes a gradient. Meta tensors, and empty sequences, batches or inputs,
+// take the composed path of ops/rnn.cpp.
 #include <memory>
 #include <sstream>
 
@@ -111,15 +112,21 @@ RnnOperands split_operands(RnnMode mode, const TensorList& in, size_t n_weights)
 // Validates the operands of a fused op (CUDA, non-empty) and returns their geometry.
 RnnConfig check_fused(const char* op, RnnMode mode, const RnnOperands& o, int64_t num_layers, bool bidirectional) {
   const RnnConfig cfg = check_rnn_operands(op, mode, o.x, o.h0, o.c0, o.weights, num_layers, bidirectional);
-  TG_CHECK(o.x.device().is_cuda(), "[", op, "] runs on CUDA tensors (through cuDNN), got input on ",
+  TG_CHECK(o.x.device().is_cuda() || o.x.device().is_cpu(), "[", op, "] runs on CPU or CUDA tensors, got input on ",
            o.x.device().str());
   TG_CHECK(cfg.seq_len > 0 && cfg.batch > 0 && cfg.input_size > 0, "[", op, "] expected a non-empty sequence, batch ",
            "and input_size, got input of shape ", shape_str(o.x.sizes()));
   return cfg;
 }
 
-// Elements of the int64 blob that holds `bytes` of reserve space.
-int64_t reserve_numel(int64_t bytes) { return (bytes + 7) / 8; }
+// Elements of the int64 blob that holds the reserve of `cfg` on `device`.
+int64_t reserve_numel(const RnnConfig& cfg, Device device) {
+  int64_t bytes = cpu::rnn_reserve_elements(cfg) * dtype_size(cfg.dtype);
+#ifdef TG_WITH_CUDA
+  if (device.is_cuda()) bytes = cuda::rnn_reserve_bytes(cfg, device.index);
+#endif
+  return (bytes + 7) / 8;
+}
 
 class RnnOp final : public Op {
  public:
@@ -139,11 +146,7 @@ class RnnOp final : public Op {
     out.push_back(contiguous_meta({cfg.seq_len, cfg.batch, cfg.dirs() * cfg.hidden_size}, cfg.dtype, dev));
     out.push_back(contiguous_meta(o.h0.sizes(), cfg.dtype, dev));
     if (cfg.lstm()) out.push_back(contiguous_meta(o.h0.sizes(), cfg.dtype, dev));
-    int64_t reserve = 0;
-#ifdef TG_WITH_CUDA
-    if (train_) reserve = reserve_numel(cuda::rnn_reserve_bytes(cfg, dev.index));
-#endif
-    out.push_back(contiguous_meta({reserve}, kInt64, dev));
+    out.push_back(contiguous_meta({train_ ? reserve_numel(cfg, dev) : 0}, kInt64, dev));
     return out;
   }
   void eval(const TensorList& in, TensorList& out) const override {
@@ -151,13 +154,11 @@ class RnnOp final : public Op {
     const RnnConfig cfg = check_rnn_operands("rnn", mode_, o.x, o.h0, o.c0, o.weights, num_layers_,
                                              bidirectional_);
     const bool lstm = cfg.lstm();
+    const Tensor cy = lstm ? out[2] : Tensor(), reserve = train_ ? out[lstm ? 3 : 2] : Tensor();
 #ifdef TG_WITH_CUDA
-    cuda::rnn_forward(cfg, o.x, o.h0, o.c0, o.weights, out[0], out[1], lstm ? out[2] : Tensor(),
-                      train_ ? out[lstm ? 3 : 2] : Tensor());
-#else
-    (void)lstm;
-    TG_FAIL("[rnn] this build has no CUDA backend");
+    if (out[0].is_cuda()) return cuda::rnn_forward(cfg, o.x, o.h0, o.c0, o.weights, out[0], out[1], cy, reserve);
 #endif
+    cpu::rnn_forward(cfg, o.x, o.h0, o.c0, o.weights, out[0], out[1], cy, reserve);
   }
   SaveSpec saves() const override { return {.inputs = true, .outputs = true}; }
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override;
@@ -200,11 +201,9 @@ class RnnBackwardOp final : public Op {
                shape_str(o.h0.sizes()), ", got ", shape_str(in[first + 3 + i].sizes()));
     for (size_t i = first; i < in.size(); ++i)
       if (i != first + 1) check_same("rnn_backward", in[i], "an output or its gradient", o.x);
-#ifdef TG_WITH_CUDA
-    const int64_t want = reserve_numel(cuda::rnn_reserve_bytes(cfg, o.x.device().index));
+    const int64_t want = reserve_numel(cfg, o.x.device());
     TG_CHECK(reserve.dtype() == kInt64 && reserve.numel() == want, "[rnn_backward] expected the forward's ",
              "reserve space (int64 [", want, "]), got ", dtype_name(reserve.dtype()), " ", shape_str(reserve.sizes()));
-#endif
     std::vector<TensorMeta> out;
     for (size_t i = 0; i < first; ++i) out.push_back(contiguous_meta(in[i].sizes(), cfg.dtype, o.x.device()));
     return out;
@@ -215,15 +214,15 @@ class RnnBackwardOp final : public Op {
     const RnnConfig cfg = check_rnn_operands("rnn_backward", mode_, o.x, o.h0, o.c0, o.weights, num_layers_,
                                              bidirectional_);
     const bool lstm = states == 2;
-#ifdef TG_WITH_CUDA
     const TensorList dweights(out.begin() + static_cast<std::ptrdiff_t>(1 + states), out.end());
-    cuda::rnn_backward(cfg, o.x, o.h0, o.c0, o.weights, in[first], in[first + 1], in[first + 2], in[first + 3],
-                       lstm ? in[first + 4] : Tensor(), out[0], out[1], lstm ? out[2] : Tensor(), dweights);
-#else
-    (void)cfg;
-    (void)lstm;
-    TG_FAIL("[rnn_backward] this build has no CUDA backend");
+    const Tensor dcy = lstm ? in[first + 4] : Tensor(), dcx = lstm ? out[2] : Tensor();
+#ifdef TG_WITH_CUDA
+    if (out[0].is_cuda())
+      return cuda::rnn_backward(cfg, o.x, o.h0, o.c0, o.weights, in[first], in[first + 1], in[first + 2],
+                                in[first + 3], dcy, out[0], out[1], dcx, dweights);
 #endif
+    cpu::rnn_backward(cfg, o.x, o.h0, o.c0, o.weights, in[first], in[first + 1], in[first + 2], in[first + 3], dcy,
+                      out[0], out[1], dcx, dweights);
   }
   SaveSpec saves() const override { return {false, false}; }
   std::string attrs() const override {
@@ -267,8 +266,7 @@ RnnResult rnn(RnnMode mode, const Tensor& x, const Tensor& h0, const Tensor& c0,
               int64_t num_layers, bool bidirectional) {
   const RnnConfig cfg = check_rnn_operands(mode == RnnMode::LSTM ? "lstm" : "gru", mode, x, h0, c0, weights,
                                            num_layers, bidirectional);
-#ifdef TG_WITH_CUDA
-  if (x.is_cuda() && cfg.seq_len > 0 && cfg.batch > 0 && cfg.input_size > 0) {
+  if ((x.is_cuda() || x.is_cpu()) && cfg.seq_len > 0 && cfg.batch > 0 && cfg.input_size > 0) {
     // The kernels read dense operands; contiguous() is an op, so a trace sees any copy.
     TensorList in{x.contiguous(), h0.contiguous()};
     if (cfg.lstm()) in.push_back(c0.contiguous());
@@ -278,7 +276,6 @@ RnnResult rnn(RnnMode mode, const Tensor& x, const Tensor& h0, const Tensor& c0,
         std::make_shared<const RnnOp>(mode, num_layers, bidirectional, weights.size(), train), std::move(in));
     return {out[0], out[1], cfg.lstm() ? out[2] : Tensor()};
   }
-#endif
   return rnn_composed(cfg, x, h0, c0, weights);
 }
 

@@ -1,5 +1,5 @@
 // What the stacked recurrent op shares between its shape rule (ops/rnn_fused.cpp), the composed
-// path (ops/rnn.cpp) and its cuDNN kernels (ops/cuda/rnn.cpp).
+// path (ops/rnn.cpp), its CPU kernels (ops/cpu/rnn.cpp) and its cuDNN kernels (ops/cuda/rnn.cpp).
 #pragma once
 
 #include <string>
@@ -43,6 +43,17 @@ RnnConfig check_rnn_operands(const char* op, RnnMode mode, const Tensor& x, cons
 // rnn() composed from lstm_layer/gru_layer (any device, any length).
 RnnResult rnn_composed(const RnnConfig& cfg, const Tensor& x, const Tensor& h0, const Tensor& c0,
                        const TensorList& weights);
+
+namespace cpu {
+// Elements (of the config's dtype) of the reserve the CPU kernels keep for the backward.
+int64_t rnn_reserve_elements(const RnnConfig& cfg);
+// The CPU kernels, with the same contracts as the CUDA ones below.
+void rnn_forward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const Tensor& cx, const TensorList& weights,
+                 const Tensor& y, const Tensor& hy, const Tensor& cy, const Tensor& reserve);
+void rnn_backward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const Tensor& cx, const TensorList& weights,
+                  const Tensor& y, const Tensor& reserve, const Tensor& dy, const Tensor& dhy, const Tensor& dcy,
+                  const Tensor& dx, const Tensor& dhx, const Tensor& dcx, const TensorList& dweights);
+}  // namespace cpu
 
 namespace cuda {
 // Bytes of cuDNN's reserve space for a training forward of `cfg` on `device` (cached per geometry).

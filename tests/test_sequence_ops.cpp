@@ -241,8 +241,10 @@ std::vector<RnnCase> rnn_cases() {
           {RnnMode::GRU, 1, true, true},   {RnnMode::GRU, 2, false, true}, {RnnMode::GRU, 2, true, false}};
 }
 
+// Float64 gradients of the fused CPU kernel against finite differences.
 TEST(RnnStack, GradcheckOnTheCpu) {
-  for (const RnnCase& c : {RnnCase{RnnMode::LSTM, 2, true, true, 3, 2, 2, 2}, RnnCase{RnnMode::GRU, 2, true, true, 3, 2, 2, 2}}) {
+  for (const RnnCase& c : {RnnCase{RnnMode::LSTM, 2, true, true, 3, 2, 2, 2}, RnnCase{RnnMode::GRU, 2, true, true, 3, 2, 2, 2},
+                           RnnCase{RnnMode::LSTM, 1, false, false, 4, 2, 3, 2}, RnnCase{RnnMode::GRU, 1, false, false, 4, 2, 3, 2}}) {
     SCOPED_TRACE(c.str());
     manual_seed(5);
     testing::expect_gradcheck(
@@ -255,7 +257,8 @@ TEST(RnnStack, GradcheckOnTheCpu) {
   }
 }
 
-TEST(RnnStack, ComposedOnTheCpuMatchesLayerByLayer) {
+// The fused CPU kernel against the composed layers (one op per step).
+TEST(RnnStack, FusedOnTheCpuMatchesLayerByLayer) {
   const RnnCase c{RnnMode::LSTM, 2, true, true};
   manual_seed(6);
   const TensorList in = rnn_leaves(c, kFloat64);
@@ -293,7 +296,7 @@ TEST(RnnStack, ErrorsNameTheOperand) {
   EXPECT_THROW_MSG(rnn(RnnMode::LSTM, x, h0, c0, w, 0, true), "num_layers must be positive, got 0");
 }
 
-// CUDA (one cuDNN op) against the CPU (composed ops): outputs and every gradient.
+// CUDA (cuDNN) against the CPU kernel: outputs and every gradient.
 TEST(RnnStack, CudaMatchesCpu) {
   TG_REQUIRE_CUDA();
   for (const DType dtype : {kFloat64, kFloat32}) {
@@ -317,34 +320,47 @@ TEST(RnnStack, CudaMatchesCpu) {
   }
 }
 
-TEST(RnnStack, CudaIsOneNodeForwardAndOneBackward) {
-  TG_REQUIRE_CUDA();
-  const RnnCase c{RnnMode::LSTM, 2, true, true};
-  TensorList leaves;
-  for (const Tensor& t : rnn_leaves(c, kFloat32)) leaves.push_back(t.detach().to(cuda_device()).requires_grad_(true));
-  const graphs::JointGraph joint = graphs::trace_joint(
-      [c](const TensorList& in) {
-        const RnnResult r = run_rnn(c, in);
-        return TensorList{r.output, r.h, r.c};
-      },
-      leaves);
-  const auto counts = joint.graph.op_counts();
-  EXPECT_EQ(counts.at("rnn"), 1) << joint.graph.to_text();
-  EXPECT_EQ(counts.at("rnn_backward"), 1) << joint.graph.to_text();
-  EXPECT_EQ(counts.count("addmm"), 0u);
-  EXPECT_EQ(counts.count("sigmoid"), 0u);
+std::vector<Device> test_devices() {
+  std::vector<Device> d{kCPU};
+  if (cuda_is_available()) d.push_back(cuda_device());
+  return d;
 }
 
-TEST(RnnStack, CudaInferenceMatchesTraining) {
-  TG_REQUIRE_CUDA();
-  const RnnCase c{RnnMode::GRU, 2, true, true};
-  TensorList leaves;
-  for (const Tensor& t : rnn_leaves(c, kFloat32)) leaves.push_back(t.detach().to(cuda_device()).requires_grad_(true));
-  const RnnResult train = run_rnn(c, leaves);
-  NoGradGuard no_grad;
-  const RnnResult infer = run_rnn(c, leaves);
-  expect_close(infer.output, train.output, 1e-6, 1e-7);
-  expect_close(infer.h, train.h, 1e-6, 1e-7);
+// A traced stack is one forward node and one backward node, on every device.
+TEST(RnnStack, IsOneNodeForwardAndOneBackward) {
+  for (const Device device : test_devices()) {
+    SCOPED_TRACE(device.str());
+    const RnnCase c{RnnMode::LSTM, 2, true, true};
+    TensorList leaves;
+    for (const Tensor& t : rnn_leaves(c, kFloat32)) leaves.push_back(t.detach().to(device).requires_grad_(true));
+    const graphs::JointGraph joint = graphs::trace_joint(
+        [c](const TensorList& in) {
+          const RnnResult r = run_rnn(c, in);
+          return TensorList{r.output, r.h, r.c};
+        },
+        leaves);
+    const auto counts = joint.graph.op_counts();
+    EXPECT_EQ(counts.at("rnn"), 1) << joint.graph.to_text();
+    EXPECT_EQ(counts.at("rnn_backward"), 1) << joint.graph.to_text();
+    EXPECT_EQ(counts.count("addmm"), 0u);
+    EXPECT_EQ(counts.count("sigmoid"), 0u);
+  }
+}
+
+// Without grad the forward keeps no reserve (cuDNN's inference mode, CPU scratch memory).
+TEST(RnnStack, InferenceMatchesTraining) {
+  for (const Device device : test_devices()) {
+    for (const RnnCase& c : {RnnCase{RnnMode::GRU, 2, true, true}, RnnCase{RnnMode::LSTM, 2, false, false}}) {
+      SCOPED_TRACE(device.str() + " " + c.str());
+      TensorList leaves;
+      for (const Tensor& t : rnn_leaves(c, kFloat32)) leaves.push_back(t.detach().to(device).requires_grad_(true));
+      const RnnResult train = run_rnn(c, leaves);
+      NoGradGuard no_grad;
+      const RnnResult infer = run_rnn(c, leaves);
+      expect_close(infer.output, train.output, 1e-6, 1e-7);
+      expect_close(infer.h, train.h, 1e-6, 1e-7);
+    }
+  }
 }
 
 // Empty sequences and batches take the composed path on every device.
