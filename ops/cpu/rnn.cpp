@@ -53,7 +53,9 @@ struct LayerWeights {
 
 template <typename T>
 LayerWeights<T> layer_weights(const RnnConfig& c, const TensorList& w, int64_t k) {
-  const auto at = [&](int64_t i) { return static_cast<const T*>(w[static_cast<size_t>(k * c.tensors_per_layer() + i)].raw_data()); };
+  const auto at = [&](int64_t i) {
+    return static_cast<const T*>(w[static_cast<size_t>(k * c.tensors_per_layer() + i)].raw_data());
+  };
   return {at(0), at(1), c.bias ? at(2) : nullptr, c.bias ? at(3) : nullptr};
 }
 

@@ -1,10 +1,12 @@
 // Stacked LSTM/GRU layers on CUDA through cuDNN's RNN API (cudnnRNNForward, cudnnRNNBackwardData_v8,
-// cudnnRNNBackwardWeights_v8). What cuDNN tells about a geometry (weight-space layout, workspace and
-// reserve sizes) is asked once and cached, so a call under graph capture only packs the weights and
-// launches. Every buffer (packed weights, workspace, the reserve's scratch copy, the weight gradient)
+// cudnnRNNBackwardWeights_v8). What cuDNN tells about a geometry (algorithm, weight-space layout,
+// workspace and reserve sizes) is asked once and cached, so a call under graph capture only packs the
+// weights and launches. Every buffer (packed weights, workspace, the reserve's scratch copy, the weight gradient)
 // is a tensor from the caching allocator. Math is FMA-only for float32 (no TF32), as for convolutions.
 #include <cudnn.h>
 
+#include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -50,7 +52,7 @@ struct RnnDescriptors {
   cudnnRNNDataDescriptor_t x = nullptr, y = nullptr;
   cudnnTensorDescriptor_t h = nullptr;
 
-  RnnDescriptors(const RnnConfig& c, cudnnHandle_t handle, int device) {
+  RnnDescriptors(const RnnConfig& c, cudnnHandle_t handle, int device, cudnnRNNAlgo_t algo) {
     auto i = [](int64_t v) { return static_cast<int>(v); };
     const cudnnDataType_t t = data_type(c.dtype);
     TG_CUDNN_CHECK(cudnnCreateRNNDescriptor(&rnn));
@@ -58,7 +60,7 @@ struct RnnDescriptors {
     TG_CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&y));
     TG_CUDNN_CHECK(cudnnCreateTensorDescriptor(&h));
     auto set = [&](cudnnMathType_t math) {
-      return cudnnSetRNNDescriptor_v8(rnn, CUDNN_RNN_ALGO_STANDARD, c.lstm() ? CUDNN_LSTM : CUDNN_GRU,
+      return cudnnSetRNNDescriptor_v8(rnn, algo, c.lstm() ? CUDNN_LSTM : CUDNN_GRU,
                                       c.bias ? CUDNN_RNN_DOUBLE_BIAS : CUDNN_RNN_NO_BIAS,
                                       c.bidirectional ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, t,
                                       t, math, i(c.input_size), i(c.hidden_size), i(c.hidden_size), i(c.num_layers),
@@ -92,6 +94,7 @@ struct RnnDescriptors {
 // What cuDNN said about one geometry: buffer sizes, and where each gate's matrix and bias lives in
 // the weight space (element offsets, by pseudo-layer * 2 * gates + cuDNN's linear-layer id).
 struct RnnPlan {
+  cudnnRNNAlgo_t algo = CUDNN_RNN_ALGO_STANDARD;
   size_t weight_bytes = 0;
   size_t train_work_bytes = 0;
   size_t infer_work_bytes = 0;
@@ -110,17 +113,54 @@ int64_t descriptor_numel(cudnnTensorDescriptor_t d) {
   return nb > 0 ? n : 0;
 }
 
+// The recurrence algorithm of a geometry, as PyTorch picks it for full-length batches: float32
+// LSTM/GRU layers with hidden_size <= 128 (the bound of both passes) run cuDNN's persistent
+// small-hidden kernels, which keep the recurrent weights on chip and run the whole sequence in a few
+// launches; everything else runs the standard algorithm (kernels per time step). Layers without
+// biases stay on the standard algorithm. TG_CUDNN_RNN_ALGO=standard (read once) turns the persistent
+// kernels off.
+cudnnRNNAlgo_t preferred_algo(const RnnConfig& c) {
+  static const bool standard_only = [] {
+    const char* v = std::getenv("TG_CUDNN_RNN_ALGO");
+    return v != nullptr && std::string(v) == "standard";
+  }();
+  const bool small_h = c.dtype == kFloat32 && c.bias && c.hidden_size <= 128;
+  return small_h && !standard_only ? CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H : CUDNN_RNN_ALGO_STANDARD;
+}
+
+// The descriptors and buffer sizes of `algo`, or false when cuDNN refuses the geometry with it.
+bool query_sizes(const RnnConfig& c, cudnnHandle_t handle, int device, RnnPlan& p,
+                 std::unique_ptr<RnnDescriptors>& d) {
+  try {
+    d = std::make_unique<RnnDescriptors>(c, handle, device, p.algo);
+  } catch (const Error&) {
+    if (p.algo == CUDNN_RNN_ALGO_STANDARD) throw;
+    return false;
+  }
+  size_t unused = 0;
+  const cudnnStatus_t sizes[] = {
+      cudnnGetRNNWeightSpaceSize(handle, d->rnn, &p.weight_bytes),
+      cudnnGetRNNTempSpaceSizes(handle, d->rnn, CUDNN_FWD_MODE_TRAINING, d->x, &p.train_work_bytes, &p.reserve_bytes),
+      cudnnGetRNNTempSpaceSizes(handle, d->rnn, CUDNN_FWD_MODE_INFERENCE, d->x, &p.infer_work_bytes, &unused)};
+  for (const cudnnStatus_t st : sizes) {
+    if (st == CUDNN_STATUS_SUCCESS) continue;
+    if (p.algo == CUDNN_RNN_ALGO_STANDARD) TG_CUDNN_CHECK(st);
+    return false;
+  }
+  return true;
+}
+
 RnnPlan make_plan(const RnnConfig& c, int device) {
   DeviceGuard guard(device);
   cudnnHandle_t handle = cudnn_handle(device);
-  RnnDescriptors d(c, handle, device);
   RnnPlan p;
-  TG_CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(handle, d.rnn, &p.weight_bytes));
-  TG_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(handle, d.rnn, CUDNN_FWD_MODE_TRAINING, d.x, &p.train_work_bytes,
-                                           &p.reserve_bytes));
-  size_t unused = 0;
-  TG_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(handle, d.rnn, CUDNN_FWD_MODE_INFERENCE, d.x, &p.infer_work_bytes,
-                                           &unused));
+  p.algo = preferred_algo(c);
+  std::unique_ptr<RnnDescriptors> dp;
+  if (!query_sizes(c, handle, device, p, dp)) {
+    p.algo = CUDNN_RNN_ALGO_STANDARD;  // a geometry the persistent kernels do not take
+    query_sizes(c, handle, device, p, dp);
+  }
+  const RnnDescriptors& d = *dp;
   // Offsets are read against a real weight space (cuDNN returns addresses inside it).
   const int64_t esize = dtype_size(c.dtype);
   OpObserverGuard untraced(nullptr);  // a real buffer even when a trace asks (shape rules run on fake tensors)
@@ -228,10 +268,9 @@ Tensor pack_weights(const RnnConfig& c, const RnnPlan& p, const TensorList& weig
   return space;
 }
 
-// The sequence length of every batch entry, in device memory (cuDNN reads it from its kernels).
-Tensor device_lengths(const RnnConfig& c, Device device) {
-  return full({c.batch}, c.seq_len, {.dtype = kInt32, .device = device});
-}
+// No device copy of the sequence lengths: every sequence is full length, as the data descriptors say
+// (PyTorch passes none either).
+constexpr const int32_t* kAllFullLength = nullptr;
 
 void check_dense(const Tensor& t) {
   TG_CHECK(!t.defined() || t.is_contiguous(), "[rnn] internal error: kernels expect contiguous operands, got ",
@@ -252,20 +291,19 @@ void rnn_forward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const 
   DeviceGuard guard(device.index);
   cudnnHandle_t handle = cudnn_handle(device.index);
   const RnnPlan& p = plan_for(cfg, device.index);
-  RnnDescriptors d(cfg, handle, device.index);
+  RnnDescriptors d(cfg, handle, device.index, p.algo);
   const bool train = reserve.defined();
   TG_CHECK(!train || static_cast<size_t>(reserve.numel()) * 8 >= p.reserve_bytes,
            "[rnn] internal error: reserve space of ", reserve.numel() * 8, " bytes, cuDNN needs ",
            p.reserve_bytes);
   const Tensor space = pack_weights(cfg, p, weights, device);
-  const Tensor lengths = device_lengths(cfg, device);
   // The forward leaves parts of the reserve for the backward to fill; zeroed, the saved blob holds no
   // undefined bytes (the backward copies all of it).
   if (train) TG_CUDA_CHECK(cudaMemsetAsync(reserve.raw_data(), 0, p.reserve_bytes, current_stream()));
   const size_t work_bytes = train ? p.train_work_bytes : p.infer_work_bytes;
   const Tensor work = buffer(work_bytes, kFloat64, device);
   TG_CUDNN_CHECK(cudnnRNNForward(handle, d.rnn, train ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
-                                 static_cast<const int32_t*>(lengths.raw_data()), d.x, x.raw_data(), d.y, y.raw_data(),
+                                 kAllFullLength, d.x, x.raw_data(), d.y, y.raw_data(),
                                  d.h, hx.raw_data(), hy.raw_data(), d.h, cfg.lstm() ? cx.raw_data() : nullptr,
                                  cfg.lstm() ? cy.raw_data() : nullptr, p.weight_bytes, space.raw_data(), work_bytes,
                                  ptr(work), train ? p.reserve_bytes : 0, train ? reserve.raw_data() : nullptr));
@@ -280,7 +318,7 @@ void rnn_backward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const
   DeviceGuard guard(device.index);
   cudnnHandle_t handle = cudnn_handle(device.index);
   const RnnPlan& p = plan_for(cfg, device.index);
-  RnnDescriptors d(cfg, handle, device.index);
+  RnnDescriptors d(cfg, handle, device.index, p.algo);
   TG_CHECK(static_cast<size_t>(reserve.numel()) * 8 >= p.reserve_bytes, "[rnn_backward] internal error: ",
            "reserve space of ", reserve.numel() * 8, " bytes, cuDNN needs ", p.reserve_bytes);
   const cudaStream_t stream = current_stream();
@@ -290,20 +328,18 @@ void rnn_backward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const
   const Tensor scratch = buffer(p.reserve_bytes, kInt64, device);
   TG_CUDA_CHECK(cudaMemcpyAsync(scratch.raw_data(), reserve.raw_data(), p.reserve_bytes, cudaMemcpyDeviceToDevice,
                                 stream));
-  const Tensor lengths = device_lengths(cfg, device);
-  const auto* lens = static_cast<const int32_t*>(lengths.raw_data());
   const Tensor work = buffer(p.train_work_bytes, kFloat64, device);
   const bool lstm = cfg.lstm();
-  TG_CUDNN_CHECK(cudnnRNNBackwardData_v8(handle, d.rnn, lens, d.y, y.raw_data(), dy.raw_data(), d.x, dx.raw_data(),
-                                         d.h, hx.raw_data(), dhy.raw_data(), dhx.raw_data(), d.h,
+  TG_CUDNN_CHECK(cudnnRNNBackwardData_v8(handle, d.rnn, kAllFullLength, d.y, y.raw_data(), dy.raw_data(), d.x,
+                                         dx.raw_data(), d.h, hx.raw_data(), dhy.raw_data(), dhx.raw_data(), d.h,
                                          lstm ? cx.raw_data() : nullptr, lstm ? dcy.raw_data() : nullptr,
                                          lstm ? dcx.raw_data() : nullptr, p.weight_bytes, space.raw_data(),
                                          p.train_work_bytes, ptr(work), p.reserve_bytes, scratch.raw_data()));
   // Weight gradients are accumulated by cuDNN (its only mode): into a zeroed space.
   const Tensor dspace = buffer(p.weight_bytes, cfg.dtype, device);
   TG_CUDA_CHECK(cudaMemsetAsync(dspace.raw_data(), 0, p.weight_bytes, stream));
-  TG_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(handle, d.rnn, CUDNN_WGRAD_MODE_ADD, lens, d.x, x.raw_data(), d.h,
-                                            hx.raw_data(), d.y, y.raw_data(), p.weight_bytes, dspace.raw_data(),
+  TG_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(handle, d.rnn, CUDNN_WGRAD_MODE_ADD, kAllFullLength, d.x, x.raw_data(),
+                                            d.h, hx.raw_data(), d.y, y.raw_data(), p.weight_bytes, dspace.raw_data(),
                                             p.train_work_bytes, ptr(work), p.reserve_bytes, scratch.raw_data()));
   copy_segments(weight_segments(cfg, p, dweights, static_cast<char*>(dspace.raw_data()), false), cfg.dtype);
 }
