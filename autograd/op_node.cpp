@@ -37,16 +37,16 @@ OpNode::OpNode(OpPtr op, const TensorList& inputs) : op_(std::move(op)) {
   }
 }
 
-void OpNode::save(const TensorList& inputs, const TensorList& outputs) {
-  const SaveSpec spec = op_->saves();
-  if (spec.inputs) {
-    saved_inputs_.reserve(inputs.size());
-    for (const Tensor& t : inputs) saved_inputs_.emplace_back(t, false);
-  }
-  if (spec.outputs) {
-    saved_outputs_.reserve(outputs.size());
-    for (const Tensor& t : outputs) saved_outputs_.emplace_back(t, true);
-  }
+void OpNode::save_inputs(const TensorList& inputs) {
+  if (!op_->saves().inputs) return;
+  saved_inputs_.reserve(inputs.size());
+  for (const Tensor& t : inputs) saved_inputs_.emplace_back(t, false);
+}
+
+void OpNode::save_outputs(const TensorList& outputs) {
+  if (!op_->saves().outputs) return;
+  saved_outputs_.reserve(outputs.size());
+  for (const Tensor& t : outputs) saved_outputs_.emplace_back(t, true);
 }
 
 TensorList OpNode::apply(TensorList&& grad_outputs) {

@@ -13,8 +13,10 @@ namespace tg {
 class OpNode final : public Node {
  public:
   OpNode(OpPtr op, const TensorList& inputs);
-  // Saves what the op's SaveSpec asks for once outputs exist.
-  void save(const TensorList& inputs, const TensorList& outputs);
+  // Saves the inputs if the op's SaveSpec asks for them; called before the op's kernel runs.
+  void save_inputs(const TensorList& inputs);
+  // Saves the outputs if the op's SaveSpec asks for them; called once they are linked to this node.
+  void save_outputs(const TensorList& outputs);
   TensorList apply(TensorList&& grad_outputs) override;
   std::string name() const override;
   void release_saved() override;

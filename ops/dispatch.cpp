@@ -106,6 +106,17 @@ TensorList dispatch(const OpPtr& op, TensorList inputs) {
     if (recording && op->saves().inputs) original_target = target.clone();
   }
 
+  // The node and its saved inputs are made before the kernel runs: a saved input records the version
+  // and history it has now, so an input that the op itself overwrites (x.mul_(x)) is caught as
+  // modified at backward instead of being read after the write, and holds no link back to this node.
+  std::shared_ptr<OpNode> node;
+  if (recording) {
+    node = std::make_shared<OpNode>(op, inputs);
+    TensorList saved_inputs = inputs;
+    if (original_target.defined()) saved_inputs[static_cast<size_t>(s.mutates)] = original_target;
+    node->save_inputs(saved_inputs);
+  }
+
   TensorList outputs = make_outputs(*op, inputs, metas, obs && obs->wants_fake_outputs(op, inputs));
   if (should_run_kernel(*op, inputs, outputs)) {
     GradModeGuard no_grad(false);
@@ -115,9 +126,6 @@ TensorList dispatch(const OpPtr& op, TensorList inputs) {
   if (s.mutates >= 0) outputs[0].impl()->storage()->bump_version();
 
   if (recording) {
-    TensorList saved_inputs = inputs;
-    if (original_target.defined()) saved_inputs[static_cast<size_t>(s.mutates)] = original_target;
-    auto node = std::make_shared<OpNode>(op, inputs);
     if (obs && current_backward_sequence_nr() >= 0) node->mark_traced_double_backward();
     for (const Tensor& out : outputs) node->output_metas().push_back(meta_of(out));
     if (s.mutates >= 0) {
@@ -133,7 +141,7 @@ TensorList dispatch(const OpPtr& op, TensorList inputs) {
     }
     // After the outputs are linked to the node: a saved output must know it requires grad, so that
     // unpacking it for double backward re-links it to this node.
-    node->save(saved_inputs, outputs);
+    node->save_outputs(outputs);
   }
   if (obs) obs->on_op(op, inputs, outputs);
   return outputs;

@@ -464,6 +464,29 @@ TEST(InPlace, OnANonLeafGivesTheRightGrads) {
   expect_close(x.grad(), 4.0 * x.detach() + 1.0);
 }
 
+// y.mul_(y) saves y as its other operand, and the op overwrites it: like PyTorch, backward reports
+// the modification instead of differentiating with the written value.
+TEST(InPlace, AnOperandAliasingTheWrittenTensorIsReportedAtBackward) {
+  Tensor x = vec({1.0, -2.0, 3.0}).requires_grad_();
+  Tensor y = x * 1.0;
+  y.mul_(y);
+  EXPECT_THROW_MSG(y.sum().backward(), "modified by an inplace operation");
+}
+
+// The node of y.mul_(y) saves y, whose history is that node once the write is recorded: the saved
+// operand must not hold the node alive, or the tape leaks through a reference cycle.
+TEST(InPlace, AnOperandAliasingTheWrittenTensorMakesNoReferenceCycle) {
+  Tensor x = vec({1.0, -2.0, 3.0}).requires_grad_();
+  std::weak_ptr<Node> node;
+  {
+    Tensor y = x * 1.0;
+    y.mul_(y);
+    node = y.grad_fn();
+    ASSERT_FALSE(node.expired());
+  }
+  EXPECT_TRUE(node.expired());
+}
+
 TEST(InPlace, DivAndSubInPlaceOnANonLeaf) {
   Tensor x = vec({1.0, 2.0}).requires_grad_();
   Tensor d = vec({2.0, 4.0}).requires_grad_();

@@ -25,7 +25,9 @@ TEST(CompileAliasing, InPlaceOperandAliasesItsTarget) {
 }
 
 // The class: a view written with its own base read through another view, and a partially
-// overlapping operand, which eager mode rejects and so must compiled mode.
+// overlapping operand, which eager mode rejects and so must compiled mode. The first write reads
+// the very elements it overwrites, which autograd would need saved (eager's backward reports
+// them as modified, as PyTorch's does), so the values are compared without gradients.
 TEST(CompileAliasing, InPlaceOperandOverlapsItsTarget) {
   auto from_base = [](const TensorList& in) {
     Tensor c = in[0].clone();
@@ -34,7 +36,7 @@ TEST(CompileAliasing, InPlaceOperandOverlapsItsTarget) {
     v.narrow(0, 0, 1).mul_(c.narrow(1, 0, 1).t());
     return TensorList{v.sum({0}), c};
   };
-  testing::expect_compiled_matches_eager(from_base, {random_tensor({3, 3}, kFloat32, true)}, aot3());
+  testing::expect_compiled_matches_eager(from_base, {random_tensor({3, 3}, kFloat32)}, aot3());
   auto shifted = [](const TensorList& in) {
     Tensor c = in[0];
     c.narrow(0, 1, 3).mul_(c.narrow(0, 0, 3));

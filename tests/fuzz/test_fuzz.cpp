@@ -1,6 +1,7 @@
 // The differential fuzzer: random programs run eagerly and compiled must agree in outputs,
 // aliasing, input mutations and gradients. TG_FUZZ_PROGRAMS sets how many programs run (default
 // 2000), TG_FUZZ_SEED the first seed (default 1): TG_FUZZ_SEED=S TG_FUZZ_PROGRAMS=1 replays one.
+// TG_FUZZ_VERBOSE=1 prints every program with its verdict.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -22,6 +23,7 @@ uint64_t env_or(const char* name, uint64_t fallback) {
 void fuzz(const std::string& backend, Device device) {
   const uint64_t first = env_or("TG_FUZZ_SEED", 1);
   const uint64_t count = env_or("TG_FUZZ_PROGRAMS", 2000);
+  const bool verbose = env_or("TG_FUZZ_VERBOSE", 0) != 0;
   uint64_t matched = 0, eager_raised = 0, mismatched = 0;
   for (uint64_t seed = first; seed < first + count; ++seed) {
     const Program program = generate_program(seed);
@@ -31,6 +33,11 @@ void fuzz(const std::string& backend, Device device) {
     } catch (const std::exception& e) {
       r = {Verdict::Mismatch, std::string("unexpected exception: ") + e.what() + "\nReproducer:\n" +
                                   print_program(program, backend, device)};
+    }
+    if (verbose) {
+      std::printf("program %llu: %s\n%s%s\n", static_cast<unsigned long long>(seed),
+                  r.verdict == Verdict::Match ? "match" : r.verdict == Verdict::EagerRaised ? "eager raised" : "mismatch",
+                  print_program(program, backend, device).c_str(), r.report.c_str());
     }
     switch (r.verdict) {
       case Verdict::Match: ++matched; break;
