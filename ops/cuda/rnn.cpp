@@ -153,14 +153,18 @@ bool query_sizes(const RnnConfig& c, cudnnHandle_t handle, int device, RnnPlan& 
 RnnPlan make_plan(const RnnConfig& c, int device) {
   DeviceGuard guard(device);
   cudnnHandle_t handle = cudnn_handle(device);
+  // The weight space is laid out by the standard algorithm's descriptor (as PyTorch flattens its
+  // weights); another algorithm is taken only where cuDNN accepts it with a weight space of that size.
   RnnPlan p;
-  p.algo = preferred_algo(c);
-  std::unique_ptr<RnnDescriptors> dp;
-  if (!query_sizes(c, handle, device, p, dp)) {
-    p.algo = CUDNN_RNN_ALGO_STANDARD;  // a geometry the persistent kernels do not take
-    query_sizes(c, handle, device, p, dp);
+  std::unique_ptr<RnnDescriptors> standard;
+  query_sizes(c, handle, device, p, standard);
+  if (preferred_algo(c) != CUDNN_RNN_ALGO_STANDARD) {
+    RnnPlan other;
+    other.algo = preferred_algo(c);
+    std::unique_ptr<RnnDescriptors> unused;
+    if (query_sizes(c, handle, device, other, unused) && other.weight_bytes == p.weight_bytes) p = other;
   }
-  const RnnDescriptors& d = *dp;
+  const RnnDescriptors& d = *standard;
   // Offsets are read against a real weight space (cuDNN returns addresses inside it).
   const int64_t esize = dtype_size(c.dtype);
   OpObserverGuard untraced(nullptr);  // a real buffer even when a trace asks (shape rules run on fake tensors)
