@@ -124,6 +124,8 @@ int64_t reserve_numel(const RnnConfig& cfg, Device device) {
   int64_t bytes = cpu::rnn_reserve_elements(cfg) * dtype_size(cfg.dtype);
 #ifdef TG_WITH_CUDA
   if (device.is_cuda()) bytes = cuda::rnn_reserve_bytes(cfg, device.index);
+#else
+  (void)device;
 #endif
   return (bytes + 7) / 8;
 }
