@@ -61,33 +61,43 @@ RnnOutput RnnBase::forward_with_state(const Tensor& input, const Tensor& h0, con
   for (const Tensor* s : {&h0, &c0})
     TG_CHECK(!s->defined() || s->sizes() == state_shape, name, " Expected hidden size ", shape_str(state_shape),
              ", got ", shape_str(s->sizes()));
-  const Tensor zero_state = zeros({B, H}, {.dtype = x.dtype(), .device = x.device()});
-  Tensor layer_in = x;
-  TensorList hs, cs;
-  for (int64_t layer = 0; layer < L; ++layer) {
-    TensorList outs;
-    for (int64_t d = 0; d < dirs; ++d) {
-      const int64_t k = layer * dirs + d;
-      const LayerParams& p = layers_[static_cast<size_t>(k)];
-      const Tensor h_init = h0.defined() ? h0.select(0, k) : zero_state;
-      RnnLayerResult r;
-      if (lstm_) {
-        const Tensor c_init = c0.defined() ? c0.select(0, k) : zero_state;
-        r = lstm_layer(layer_in, h_init, c_init, p.w_ih, p.w_hh, p.b_ih, p.b_hh, d == 1);
-        cs.push_back(r.c);
-      } else {
-        r = gru_layer(layer_in, h_init, p.w_ih, p.w_hh, p.b_ih, p.b_hh, d == 1);
-      }
-      hs.push_back(r.h);
-      outs.push_back(r.output);
+  const Tensor zero_state = zeros(state_shape, {.dtype = x.dtype(), .device = x.device()});
+  const Tensor h_init = h0.defined() ? h0 : zero_state;
+  const Tensor c_init = !lstm_ ? Tensor() : c0.defined() ? c0 : zero_state;
+  TensorList weights;
+  for (const LayerParams& p : layers_) {
+    weights.push_back(p.w_ih);
+    weights.push_back(p.w_hh);
+    if (opts_.bias) {
+      weights.push_back(p.b_ih);
+      weights.push_back(p.b_hh);
     }
-    layer_in = dirs == 1 ? outs[0] : cat(outs, 2);
-    if (layer + 1 < L && opts_.dropout > 0.0 && is_training()) layer_in = dropout(layer_in, opts_.dropout, true);
   }
+  const RnnMode mode = lstm_ ? RnnMode::LSTM : RnnMode::GRU;
+  Tensor layer_in;
   RnnOutput out;
+  if (opts_.dropout > 0.0 && is_training() && L > 1) {
+    // Dropout between layers: one call per layer, the dropout ops between them.
+    const auto per = static_cast<std::ptrdiff_t>(weights.size() / static_cast<size_t>(L));
+    TensorList hs, cs;
+    layer_in = x;
+    for (int64_t layer = 0; layer < L; ++layer) {
+      const TensorList w(weights.begin() + layer * per, weights.begin() + (layer + 1) * per);
+      const RnnResult r = rnn(mode, layer_in, h_init.narrow(0, layer * dirs, dirs),
+                              lstm_ ? c_init.narrow(0, layer * dirs, dirs) : Tensor(), w, 1, opts_.bidirectional);
+      hs.push_back(r.h);
+      if (lstm_) cs.push_back(r.c);
+      layer_in = layer + 1 < L ? dropout(r.output, opts_.dropout, true) : r.output;
+    }
+    out.h_n = cat(hs, 0);
+    if (lstm_) out.c_n = cat(cs, 0);
+  } else {
+    const RnnResult r = rnn(mode, x, h_init, c_init, weights, L, opts_.bidirectional);
+    layer_in = r.output;
+    out.h_n = r.h;
+    out.c_n = r.c;
+  }
   out.output = opts_.batch_first ? transpose(layer_in, 0, 1) : layer_in;
-  out.h_n = stack(hs, 0);
-  if (lstm_) out.c_n = stack(cs, 0);
   return out;
 }
 

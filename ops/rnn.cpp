@@ -3,6 +3,8 @@
 // traced graph) differentiates them like any other ops.
 #include "ops/rnn.h"
 
+#include "ops/rnn_kernels.h"
+
 #include "ops/binary.h"
 #include "ops/factory.h"
 #include "ops/join.h"
@@ -94,6 +96,27 @@ RnnLayerResult gru_layer(const Tensor& x, const Tensor& h0, const Tensor& w_ih, 
   }
   Tensor output = T > 0 ? stack(outs, 0) : empty({0, x.size(1), h0.size(1)}, {.dtype = x.dtype(), .device = x.device()});
   return {output, h, Tensor()};
+}
+
+RnnResult rnn_composed(const RnnConfig& cfg, const Tensor& x, const Tensor& h0, const Tensor& c0,
+                       const TensorList& weights) {
+  const int64_t dirs = cfg.dirs(), per = cfg.tensors_per_layer();
+  Tensor layer_in = x;
+  TensorList hs, cs;
+  for (int64_t layer = 0; layer < cfg.num_layers; ++layer) {
+    TensorList outs;
+    for (int64_t d = 0; d < dirs; ++d) {
+      const int64_t k = layer * dirs + d;
+      const auto w = [&](int64_t i) { return i < per ? weights[static_cast<size_t>(k * per + i)] : Tensor(); };
+      RnnLayerResult r = cfg.lstm() ? lstm_layer(layer_in, h0.select(0, k), c0.select(0, k), w(0), w(1), w(2), w(3), d == 1)
+                                    : gru_layer(layer_in, h0.select(0, k), w(0), w(1), w(2), w(3), d == 1);
+      hs.push_back(r.h);
+      if (cfg.lstm()) cs.push_back(r.c);
+      outs.push_back(r.output);
+    }
+    layer_in = dirs == 1 ? outs[0] : cat(outs, 2);
+  }
+  return {layer_in, stack(hs, 0), cfg.lstm() ? stack(cs, 0) : Tensor()};
 }
 
 }  // namespace tg

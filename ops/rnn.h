@@ -1,5 +1,8 @@
-// One recurrent layer in one direction: LSTM and GRU cells run over a [T, B, I] sequence.
+// Recurrent layers: one LSTM/GRU layer in one direction composed from ops, and whole stacks of
+// layers (rnn) that run as one fused op on CUDA.
 #pragma once
+
+#include <cstdint>
 
 #include "tensor/tensor.h"
 
@@ -20,5 +23,24 @@ RnnLayerResult lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, c
 // GRU layer with PyTorch's gate order (r, z, n): w_ih [3H, I], w_hh [3H, H], biases [3H].
 RnnLayerResult gru_layer(const Tensor& x, const Tensor& h0, const Tensor& w_ih, const Tensor& w_hh,
                          const Tensor& b_ih, const Tensor& b_hh, bool reverse = false);
+
+// The cell of a stacked recurrent call.
+enum class RnnMode : uint8_t { LSTM, GRU };
+
+// What rnn() returns: the last layer's output [T, B, D*H] and the final states [L*D, B, H]
+// (`c` only for LSTM), D = 2 when bidirectional.
+struct RnnResult {
+  Tensor output;
+  Tensor h;
+  Tensor c;
+};
+
+// `num_layers` stacked layers (both directions when `bidirectional`) over x [T, B, I] from states
+// h0/c0 [L*D, B, H] (c0 ignored for GRU). `weights` holds, per layer and direction (layer-major,
+// forward first), w_ih, w_hh and, when biased, b_ih, b_hh: torch.nn.LSTM's flat-weights order.
+// On CUDA the whole stack is one op through cuDNN (one graph node forward, one backward); elsewhere
+// it is composed from lstm_layer/gru_layer.
+RnnResult rnn(RnnMode mode, const Tensor& x, const Tensor& h0, const Tensor& c0, const TensorList& weights,
+              int64_t num_layers, bool bidirectional);
 
 }  // namespace tg

@@ -76,6 +76,25 @@ void add_sequence_cases(AddCase&& add_case) {
   add_case("gru_layer_reverse",
            [u] { return TensorList{u({3, 2, 3}), u({2, 2}), u({6, 3}), u({6, 2}), u({6}), u({6})}; },
            [](L x) { return gru_layer(x[0], x[1], x[2], x[3], x[4], x[5], true).output; }, false);
+  // ---- stacked recurrent op (rnn / rnn_backward): [T=3, B=2, I=3], H=2 ----
+  add_case("rnn_lstm_bidirectional",
+           [u] {
+             return TensorList{u({3, 2, 3}), u({2, 2, 2}), u({2, 2, 2}), u({8, 3}), u({8, 2}), u({8}), u({8}),
+                               u({8, 3}),    u({8, 2}),    u({8}),       u({8})};
+           },
+           [](L x) {
+             const RnnResult r = rnn(RnnMode::LSTM, x[0], x[1], x[2], TensorList(x.begin() + 3, x.end()), 1, true);
+             return cat({r.output.reshape({-1}), r.h.reshape({-1}), r.c.reshape({-1})});
+           }, false);
+  add_case("rnn_gru_two_layers",
+           [u] {
+             return TensorList{u({3, 2, 3}), u({2, 2, 2}), u({6, 3}), u({6, 2}), u({6}), u({6}),
+                               u({6, 2}),    u({6, 2}),    u({6}),    u({6})};
+           },
+           [](L x) {
+             const RnnResult r = rnn(RnnMode::GRU, x[0], x[1], Tensor(), TensorList(x.begin() + 2, x.end()), 2, false);
+             return cat({r.output.reshape({-1}), r.h.reshape({-1})});
+           }, false);
 }
 
 }  // namespace tg::testing::cases

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "graphs/joint.h"
 #include "graphs/testing/parity.h"
 #include "support/test_support.h"
 #include "support/values.h"
@@ -151,6 +152,70 @@ TEST(SequenceModules, CompiledMatchesEager) {
   testing::expect_compiled_matches_eager(
       fn, {from_vector<int64_t>({1, 0, 3, 10, 2, 2}, {2, 3}), random_tensor({1}, kFloat64, true)},
       {.compile = {.backend = "aot_eager"}});
+}
+
+std::shared_ptr<nn::RnnBase> make_rnn(bool lstm, int64_t in, int64_t hidden, nn::RnnOptions opts) {
+  if (lstm) return std::make_shared<nn::LSTM>(in, hidden, opts);
+  return std::make_shared<nn::GRU>(in, hidden, opts);
+}
+
+// Output, h_n, c_n and every parameter's gradient of a weighted loss.
+TensorList module_values_and_grads(nn::RnnBase& m, const Tensor& input) {
+  const nn::RnnOutput r = m.forward_with_state(input);
+  Tensor loss = (r.output * r.output).sum() + r.h_n.sum() * 0.5;
+  if (r.c_n.defined()) loss = loss + (r.c_n * 0.25).sum();
+  loss.backward();
+  TensorList out{r.output.detach(), r.h_n.detach()};
+  if (r.c_n.defined()) out.push_back(r.c_n.detach());
+  for (const auto& [name, p] : m.named_parameters()) out.push_back(p.grad());
+  return out;
+}
+
+// The modules on CUDA (one cuDNN op) against the same modules on the CPU, batch_first or not, on a
+// non-contiguous input.
+TEST(RnnModules, CudaMatchesCpu) {
+  TG_REQUIRE_CUDA();
+  for (const bool lstm : {true, false}) {
+    for (const bool batch_first : {false, true}) {
+      SCOPED_TRACE(std::string(lstm ? "LSTM" : "GRU") + (batch_first ? " batch_first" : ""));
+      const nn::RnnOptions opts{.num_layers = 2, .batch_first = batch_first, .bidirectional = true};
+      manual_seed(11);
+      auto cpu = make_rnn(lstm, 5, 4, opts);
+      manual_seed(11);
+      auto gpu = make_rnn(lstm, 5, 4, opts);
+      gpu->to(cuda_device());
+      const Tensor stored = random_tensor({5, 3, 7}, kFloat32);  // read as [7, 3, 5] or [3, 7, 5]
+      const Tensor x = batch_first ? stored.permute({1, 2, 0}) : stored.permute({2, 1, 0});
+      ASSERT_FALSE(x.is_contiguous());
+      const TensorList want = module_values_and_grads(*cpu, x);
+      const TensorList got = module_values_and_grads(*gpu, (batch_first ? stored.to(cuda_device()).permute({1, 2, 0})
+                                                                       : stored.to(cuda_device()).permute({2, 1, 0})));
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], 1e-4, 1e-5);
+    }
+  }
+}
+
+// Dropout between layers in training: one cuDNN op per layer with the dropout ops between; in eval
+// mode the whole stack is one op again.
+TEST(RnnModules, CudaDropoutRunsOneOpPerLayer) {
+  TG_REQUIRE_CUDA();
+  auto m = std::make_shared<nn::LSTM>(3, 4, nn::RnnOptions{.num_layers = 3, .dropout = 0.5});
+  m->to(cuda_device());
+  const Tensor x = random_tensor({6, 2, 3}, kFloat32).to(cuda_device());
+  auto count = [&] {
+    const graphs::JointGraph joint =
+        graphs::trace_joint([m](const TensorList& in) { return TensorList{m->forward(in[0])}; }, {x});
+    const auto counts = joint.graph.op_counts();
+    return std::pair<int, int>{counts.count("rnn") ? counts.at("rnn") : 0,
+                               counts.count("rnn_backward") ? counts.at("rnn_backward") : 0};
+  };
+  EXPECT_EQ(count(), (std::pair<int, int>{3, 3}));
+  m->eval();
+  EXPECT_EQ(count().first, 1);
+  m->train();
+  m->forward(x).sum().backward();
+  for (const auto& [name, p] : m->named_parameters()) EXPECT_TRUE(p.grad().defined()) << name;
 }
 
 }  // namespace

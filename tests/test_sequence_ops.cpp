@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "graphs/joint.h"
+#include "graphs/testing/parity.h"
 #include "support/test_support.h"
 #include "support/values.h"
 
@@ -175,6 +177,221 @@ TEST(Rnn, ErrorsNameShapes) {
   EXPECT_THROW_MSG(lstm_layer(x, zeros({3, 5}), h, zeros({20, 4}), zeros({20, 5}), Tensor(), Tensor()),
                    "Expected hidden size [2, 5], got [3, 5]");
   EXPECT_THROW_MSG(gru_layer(x, h, zeros({15, 4}), zeros({15, 5}), zeros({14}), Tensor()), "expected biases of shape [15]");
+}
+
+// One stacked recurrent call under test.
+struct RnnCase {
+  RnnMode mode;
+  int64_t layers;
+  bool bidirectional;
+  bool bias;
+  int64_t T = 5, B = 3, I = 4, H = 6;
+  std::string str() const {
+    return std::string(mode == RnnMode::LSTM ? "lstm" : "gru") + " layers=" + std::to_string(layers) +
+           (bidirectional ? " bidirectional" : "") + (bias ? "" : " no-bias");
+  }
+};
+
+// Leaves of rnn(): x stored as [I, B, T] (read through a permutation: not contiguous), h0, c0, then
+// the weights in torch.nn.LSTM's order; values in [-0.5, 0.5).
+TensorList rnn_leaves(const RnnCase& c, DType dtype) {
+  const int64_t G = c.mode == RnnMode::LSTM ? 4 : 3, D = c.bidirectional ? 2 : 1;
+  auto u = [&](const Shape& s) { return random_tensor(s, dtype, true, -0.5, 0.5); };
+  TensorList in{u({c.I, c.B, c.T}), u({c.layers * D, c.B, c.H}), u({c.layers * D, c.B, c.H})};
+  for (int64_t l = 0; l < c.layers; ++l)
+    for (int64_t d = 0; d < D; ++d) {
+      in.push_back(u({G * c.H, l == 0 ? c.I : D * c.H}));
+      in.push_back(u({G * c.H, c.H}));
+      if (c.bias) {
+        in.push_back(u({G * c.H}));
+        in.push_back(u({G * c.H}));
+      }
+    }
+  return in;
+}
+
+// rnn() on the leaves: output, h (and c for LSTM).
+RnnResult run_rnn(const RnnCase& c, const TensorList& leaves) {
+  const TensorList w(leaves.begin() + 3, leaves.end());
+  return rnn(c.mode, leaves[0].permute({2, 1, 0}), leaves[1], c.mode == RnnMode::LSTM ? leaves[2] : Tensor(), w,
+             c.layers, c.bidirectional);
+}
+
+// Outputs of rnn() on `device` copies of the CPU leaves, then the gradient of every used leaf under a
+// weighted loss (weights drawn from `loss_seed`).
+TensorList rnn_values_and_grads(const RnnCase& c, const TensorList& cpu_leaves, Device device) {
+  TensorList leaves;
+  for (const Tensor& t : cpu_leaves) leaves.push_back(t.detach().to(device).requires_grad_(true));
+  const RnnResult r = run_rnn(c, leaves);
+  manual_seed(99);
+  const bool lstm = c.mode == RnnMode::LSTM;
+  Tensor loss = (r.output * random_tensor(r.output.sizes(), r.output.dtype()).to(device)).sum() +
+                (r.h * random_tensor(r.h.sizes(), r.h.dtype()).to(device)).sum();
+  if (lstm) loss = loss + (r.c * random_tensor(r.c.sizes(), r.c.dtype()).to(device)).sum();
+  loss.backward();
+  TensorList out{r.output.detach(), r.h.detach()};
+  if (lstm) out.push_back(r.c.detach());
+  for (size_t i = 0; i < leaves.size(); ++i)
+    if (lstm || i != 2) out.push_back(leaves[i].grad());
+  return out;
+}
+
+std::vector<RnnCase> rnn_cases() {
+  return {{RnnMode::LSTM, 1, false, true}, {RnnMode::LSTM, 2, true, true}, {RnnMode::LSTM, 2, true, false},
+          {RnnMode::GRU, 1, true, true},   {RnnMode::GRU, 2, false, true}, {RnnMode::GRU, 2, true, false}};
+}
+
+// Float64 gradients of the fused CPU kernel against finite differences.
+TEST(RnnStack, GradcheckOnTheCpu) {
+  for (const RnnCase& c : {RnnCase{RnnMode::LSTM, 2, true, true, 3, 2, 2, 2}, RnnCase{RnnMode::GRU, 2, true, true, 3, 2, 2, 2},
+                           RnnCase{RnnMode::LSTM, 1, false, false, 4, 2, 3, 2}, RnnCase{RnnMode::GRU, 1, false, false, 4, 2, 3, 2}}) {
+    SCOPED_TRACE(c.str());
+    manual_seed(5);
+    testing::expect_gradcheck(
+        [c](const TensorList& in) {
+          const RnnResult r = run_rnn(c, in);
+          Tensor s = r.output.sum() + (r.h * r.h).sum();
+          return c.mode == RnnMode::LSTM ? s + r.c.sum() * 0.5 : s;
+        },
+        rnn_leaves(c, kFloat64));
+  }
+}
+
+// The fused CPU kernel against the composed layers (one op per step).
+TEST(RnnStack, FusedOnTheCpuMatchesLayerByLayer) {
+  const RnnCase c{RnnMode::LSTM, 2, true, true};
+  manual_seed(6);
+  const TensorList in = rnn_leaves(c, kFloat64);
+  const RnnResult r = run_rnn(c, in);
+  const Tensor x = in[0].permute({2, 1, 0});
+  RnnLayerResult f0 = lstm_layer(x, in[1].select(0, 0), in[2].select(0, 0), in[3], in[4], in[5], in[6]);
+  RnnLayerResult b0 = lstm_layer(x, in[1].select(0, 1), in[2].select(0, 1), in[7], in[8], in[9], in[10], true);
+  RnnLayerResult f1 = lstm_layer(cat({f0.output, b0.output}, 2), in[1].select(0, 2), in[2].select(0, 2), in[11],
+                                 in[12], in[13], in[14]);
+  expect_close(r.output.narrow(2, 0, c.H), f1.output, 1e-12, 1e-12);
+  expect_close(r.h.select(0, 1), b0.h, 1e-12, 1e-12);
+  expect_close(r.c.select(0, 2), f1.c, 1e-12, 1e-12);
+}
+
+TEST(RnnStack, ErrorsNameTheOperand) {
+  const RnnCase c{RnnMode::LSTM, 2, true, true};
+  const TensorList in = rnn_leaves(c, kFloat64);
+  const Tensor x = in[0].permute({2, 1, 0}), h0 = in[1], c0 = in[2];
+  const TensorList w(in.begin() + 3, in.end());
+  EXPECT_THROW_MSG(rnn(RnnMode::LSTM, x, h0, c0, TensorList(w.begin(), w.end() - 1), 2, true),
+                   "expected 16 weights (w_ih, w_hh, b_ih, b_hh per layer and direction) or 8 without biases, got 15");
+  TensorList bad = w;
+  bad[8] = zeros({24, 4}, {.dtype = kFloat64});
+  EXPECT_THROW_MSG(rnn(RnnMode::LSTM, x, h0, c0, bad, 2, true),
+                   "expected weight_ih_l1 of shape [24, 12] (input_size 4, hidden_size 6), got [24, 4]");
+  bad = w;
+  bad[15] = zeros({24}, {.dtype = kFloat32});
+  EXPECT_THROW_MSG(rnn(RnnMode::LSTM, x, h0, c0, bad, 2, true), "bias_hh_l1_reverse has dtype float32 but input has float64");
+  EXPECT_THROW_MSG(rnn(RnnMode::LSTM, x, h0.narrow(0, 0, 2), c0, w, 2, true),
+                   "expected h0 of shape [num_layers*num_directions, batch, hidden_size] = [4, 3, hidden_size], got [2, 3, 6]");
+  EXPECT_THROW_MSG(rnn(RnnMode::LSTM, x, h0, Tensor(), w, 2, true), "expected c0 of shape [4, 3, 6] (as h0), got an undefined tensor");
+  EXPECT_THROW_MSG(rnn(RnnMode::GRU, x, h0, Tensor(), w, 2, true), "expected weight_ih_l0 of shape [18, 4]");
+  EXPECT_THROW_MSG(rnn(RnnMode::LSTM, x.select(0, 0), h0, c0, w, 2, true),
+                   "expected input of shape [seq_len, batch, input_size], got [3, 4]");
+  EXPECT_THROW_MSG(rnn(RnnMode::LSTM, x, h0, c0, w, 0, true), "num_layers must be positive, got 0");
+}
+
+// CUDA (cuDNN) against the CPU kernel: outputs and every gradient.
+TEST(RnnStack, CudaMatchesCpu) {
+  TG_REQUIRE_CUDA();
+  for (const DType dtype : {kFloat64, kFloat32}) {
+    for (const RnnCase& c : rnn_cases()) {
+      SCOPED_TRACE(c.str() + " " + std::string(dtype_name(dtype)));
+      manual_seed(7);
+      const TensorList leaves = rnn_leaves(c, dtype);
+      const TensorList cpu = rnn_values_and_grads(c, leaves, kCPU);
+      const TensorList gpu = rnn_values_and_grads(c, leaves, cuda_device());
+      ASSERT_EQ(cpu.size(), gpu.size());
+      for (size_t i = 0; i < cpu.size(); ++i) {
+        SCOPED_TRACE("result " + std::to_string(i));
+        ASSERT_TRUE(gpu[i].defined());
+        if (dtype == kFloat64) {
+          expect_close(gpu[i], cpu[i], 1e-9, 1e-11);
+        } else {
+          expect_close(gpu[i], cpu[i], 1e-4, 1e-5);
+        }
+      }
+    }
+  }
+}
+
+std::vector<Device> test_devices() {
+  std::vector<Device> d{kCPU};
+  if (cuda_is_available()) d.push_back(cuda_device());
+  return d;
+}
+
+// A traced stack is one forward node and one backward node, on every device.
+TEST(RnnStack, IsOneNodeForwardAndOneBackward) {
+  for (const Device device : test_devices()) {
+    SCOPED_TRACE(device.str());
+    const RnnCase c{RnnMode::LSTM, 2, true, true};
+    TensorList leaves;
+    for (const Tensor& t : rnn_leaves(c, kFloat32)) leaves.push_back(t.detach().to(device).requires_grad_(true));
+    const graphs::JointGraph joint = graphs::trace_joint(
+        [c](const TensorList& in) {
+          const RnnResult r = run_rnn(c, in);
+          return TensorList{r.output, r.h, r.c};
+        },
+        leaves);
+    const auto counts = joint.graph.op_counts();
+    EXPECT_EQ(counts.at("rnn"), 1) << joint.graph.to_text();
+    EXPECT_EQ(counts.at("rnn_backward"), 1) << joint.graph.to_text();
+    EXPECT_EQ(counts.count("addmm"), 0u);
+    EXPECT_EQ(counts.count("sigmoid"), 0u);
+  }
+}
+
+// Without grad the forward keeps no reserve (cuDNN's inference mode, CPU scratch memory).
+TEST(RnnStack, InferenceMatchesTraining) {
+  for (const Device device : test_devices()) {
+    for (const RnnCase& c : {RnnCase{RnnMode::GRU, 2, true, true}, RnnCase{RnnMode::LSTM, 2, false, false}}) {
+      SCOPED_TRACE(device.str() + " " + c.str());
+      TensorList leaves;
+      for (const Tensor& t : rnn_leaves(c, kFloat32)) leaves.push_back(t.detach().to(device).requires_grad_(true));
+      const RnnResult train = run_rnn(c, leaves);
+      NoGradGuard no_grad;
+      const RnnResult infer = run_rnn(c, leaves);
+      expect_close(infer.output, train.output, 1e-6, 1e-7);
+      expect_close(infer.h, train.h, 1e-6, 1e-7);
+    }
+  }
+}
+
+// Empty sequences and batches take the composed path on every device.
+TEST(RnnStack, EmptySequenceOrBatch) {
+  std::vector<Device> devices{kCPU};
+  if (cuda_is_available()) devices.push_back(cuda_device());
+  for (const auto& [T, B, device] : {std::tuple<int64_t, int64_t, size_t>{0, 3, 0}, {4, 0, 0}, {0, 3, 1}, {4, 0, 1}}) {
+    if (device >= devices.size()) continue;
+    RnnCase c{RnnMode::LSTM, 2, true, true, T, B};
+    TensorList leaves;
+    for (const Tensor& t : rnn_leaves(c, kFloat32)) leaves.push_back(t.detach().to(devices[device]));
+    const RnnResult r = run_rnn(c, leaves);
+    EXPECT_EQ(r.output.sizes(), (Shape{T, B, 12}));
+    EXPECT_EQ(r.h.sizes(), (Shape{4, B, 6}));
+    if (T == 0) expect_close(r.c, leaves[2]);
+  }
+}
+
+TEST(RnnStack, CompiledUnderCudagraphsMatchesEager) {
+  TG_REQUIRE_CUDA();
+  for (const RnnCase& c : {RnnCase{RnnMode::LSTM, 2, true, true}, RnnCase{RnnMode::GRU, 1, false, true}}) {
+    SCOPED_TRACE(c.str());
+    TensorList leaves;
+    for (const Tensor& t : rnn_leaves(c, kFloat32)) leaves.push_back(t.detach().to(cuda_device()).requires_grad_(true));
+    testing::expect_compiled_matches_eager(
+        [c](const TensorList& in) {
+          const RnnResult r = run_rnn(c, in);
+          return c.mode == RnnMode::LSTM ? TensorList{r.output, r.h, r.c} : TensorList{r.output, r.h};
+        },
+        leaves, {.compile = {.backend = "cudagraphs"}, .rtol = 1e-5, .atol = 1e-6, .calls = 3});
+  }
 }
 
 }  // namespace

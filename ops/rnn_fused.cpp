@@ -1,0 +1,284 @@
+// rnn(): a whole stack of LSTM/GRU layers as one op, rnn (every layer, direction and time step in
+// one kernel call: cuDNN on CUDA, GEMMs and fused gate loops on the CPU), whose backward is one op
+// too, rnn_backward (cuDNN's backward data and weights on CUDA); a traced graph holds one node for
+// each. The forward's reserve (what the kernels keep for the backward) is an output of its own, an
+// int64 blob that never takes a gradient. Meta tensors, and empty sequences, batches or inputs,
+// take the composed path of ops/rnn.cpp.
+#include <memory>
+#include <sstream>
+
+#include "autograd/grad_mode.h"
+#include "ops/dispatch.h"
+#include "ops/rnn_kernels.h"
+#include "tensor/shape.h"
+
+namespace tg {
+
+Shape RnnConfig::weight_shape(int64_t k) const {
+  const int64_t per = tensors_per_layer(), pos = k % per, layer = k / per / dirs();
+  const int64_t rows = gates() * hidden_size;
+  if (pos == 0) return {rows, layer_input(layer)};
+  if (pos == 1) return {rows, hidden_size};
+  return {rows};
+}
+
+std::string RnnConfig::str() const {
+  std::ostringstream s;
+  s << "mode=" << name() << ", hidden_size=" << hidden_size << ", num_layers=" << num_layers
+    << ", bidirectional=" << (bidirectional ? "true" : "false") << ", bias=" << (bias ? "true" : "false");
+  return s.str();
+}
+
+namespace {
+
+// PyTorch's name of weight `k` of rnn()'s list: weight_ih_l0, bias_hh_l1_reverse, ...
+std::string weight_name(const RnnConfig& cfg, int64_t k) {
+  static const char* const kNames[] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh"};
+  const int64_t per = cfg.tensors_per_layer(), ld = k / per;
+  return std::string(kNames[k % per]) + "_l" + std::to_string(ld / cfg.dirs()) + (ld % cfg.dirs() == 1 ? "_reverse" : "");
+}
+
+void check_same(const char* op, const Tensor& t, const char* what, const Tensor& x) {
+  TG_CHECK(t.dtype() == x.dtype(), "[", op, "] ", what, " has dtype ", dtype_name(t.dtype()), " but input has ",
+           dtype_name(x.dtype()));
+  TG_CHECK(t.device() == x.device(), "[", op, "] ", what, " is on ", t.device().str(), " but input is on ",
+           x.device().str());
+}
+
+}  // namespace
+
+RnnConfig check_rnn_operands(const char* op, RnnMode mode, const Tensor& x, const Tensor& h0, const Tensor& c0,
+                             const TensorList& weights, int64_t num_layers, bool bidirectional) {
+  RnnConfig cfg;
+  cfg.mode = mode;
+  cfg.num_layers = num_layers;
+  cfg.bidirectional = bidirectional;
+  TG_CHECK(num_layers > 0, "[", op, "] num_layers must be positive, got ", num_layers);
+  TG_CHECK(x.defined() && h0.defined(), "[", op, "] got an undefined input or h0");
+  TG_CHECK(x.dim() == 3, "[", op, "] expected input of shape [seq_len, batch, input_size], got ",
+           shape_str(x.sizes()));
+  check_floating(op, x);
+  const int64_t layers = num_layers * cfg.dirs();
+  TG_CHECK(h0.dim() == 3 && h0.size(0) == layers && h0.size(1) == x.size(1) && h0.size(2) > 0, "[", op,
+           "] expected h0 of shape [num_layers*num_directions, batch, hidden_size] = [", layers, ", ", x.size(1),
+           ", hidden_size], got ", shape_str(h0.sizes()));
+  check_same(op, h0, "h0", x);
+  cfg.seq_len = x.size(0);
+  cfg.batch = x.size(1);
+  cfg.input_size = x.size(2);
+  cfg.hidden_size = h0.size(2);
+  cfg.dtype = x.dtype();
+  if (cfg.lstm()) {
+    TG_CHECK(c0.defined() && c0.sizes() == h0.sizes(), "[", op, "] expected c0 of shape ", shape_str(h0.sizes()),
+             " (as h0), got ", c0.defined() ? shape_str(c0.sizes()) : std::string("an undefined tensor"));
+    check_same(op, c0, "c0", x);
+  }
+  const auto count = static_cast<int64_t>(weights.size());
+  TG_CHECK(count == layers * 4 || count == layers * 2, "[", op, "] expected ", layers * 4, " weights (w_ih, w_hh, ",
+           "b_ih, b_hh per layer and direction) or ", layers * 2, " without biases, got ", count);
+  cfg.bias = count == layers * 4;
+  for (int64_t k = 0; k < count; ++k) {
+    const Tensor& w = weights[static_cast<size_t>(k)];
+    const Shape want = cfg.weight_shape(k);
+    TG_CHECK(w.defined() && w.sizes() == want, "[", op, "] expected ", weight_name(cfg, k), " of shape ",
+             shape_str(want), " (input_size ", cfg.input_size, ", hidden_size ", cfg.hidden_size, "), got ",
+             w.defined() ? shape_str(w.sizes()) : std::string("an undefined tensor"));
+    check_same(op, w, weight_name(cfg, k).c_str(), x);
+  }
+  return cfg;
+}
+
+namespace {
+
+// The operands of rnn: x, h0, (c0), weights.
+struct RnnOperands {
+  Tensor x, h0, c0;
+  TensorList weights;
+};
+
+RnnOperands split_operands(RnnMode mode, const TensorList& in, size_t n_weights) {
+  const size_t states = mode == RnnMode::LSTM ? 2 : 1;
+  TG_CHECK(in.size() >= 1 + states + n_weights, "[rnn] expected ", 1 + states + n_weights, " operands, got ",
+           in.size());
+  RnnOperands o;
+  o.x = in[0];
+  o.h0 = in[1];
+  if (states == 2) o.c0 = in[2];
+  o.weights.assign(in.begin() + static_cast<std::ptrdiff_t>(1 + states),
+                   in.begin() + static_cast<std::ptrdiff_t>(1 + states + n_weights));
+  return o;
+}
+
+// Validates the operands of a fused op (CUDA, non-empty) and returns their geometry.
+RnnConfig check_fused(const char* op, RnnMode mode, const RnnOperands& o, int64_t num_layers, bool bidirectional) {
+  const RnnConfig cfg = check_rnn_operands(op, mode, o.x, o.h0, o.c0, o.weights, num_layers, bidirectional);
+  TG_CHECK(o.x.device().is_cuda() || o.x.device().is_cpu(), "[", op, "] runs on CPU or CUDA tensors, got input on ",
+           o.x.device().str());
+  TG_CHECK(cfg.seq_len > 0 && cfg.batch > 0 && cfg.input_size > 0, "[", op, "] expected a non-empty sequence, batch ",
+           "and input_size, got input of shape ", shape_str(o.x.sizes()));
+  return cfg;
+}
+
+// Elements of the int64 blob that holds the reserve of `cfg` on `device`.
+int64_t reserve_numel(const RnnConfig& cfg, Device device) {
+  int64_t bytes = cpu::rnn_reserve_elements(cfg) * dtype_size(cfg.dtype);
+#ifdef TG_WITH_CUDA
+  if (device.is_cuda()) bytes = cuda::rnn_reserve_bytes(cfg, device.index);
+#else
+  (void)device;
+#endif
+  return (bytes + 7) / 8;
+}
+
+class RnnOp final : public Op {
+ public:
+  RnnOp(RnnMode mode, int64_t num_layers, bool bidirectional, size_t n_weights, bool train)
+      : mode_(mode), num_layers_(num_layers), bidirectional_(bidirectional), n_weights_(n_weights), train_(train) {}
+  const OpSchema& schema() const override {
+    static const OpSchema s{.name = "rnn"};
+    return s;
+  }
+  std::vector<TensorMeta> infer(const TensorList& in) const override {
+    const RnnOperands o = split_operands(mode_, in, n_weights_);
+    TG_CHECK(in.size() == (mode_ == RnnMode::LSTM ? 3 : 2) + n_weights_, "[rnn] expected ",
+             (mode_ == RnnMode::LSTM ? 3 : 2) + n_weights_, " operands, got ", in.size());
+    const RnnConfig cfg = check_fused("rnn", mode_, o, num_layers_, bidirectional_);
+    const Device dev = o.x.device();
+    std::vector<TensorMeta> out;
+    out.push_back(contiguous_meta({cfg.seq_len, cfg.batch, cfg.dirs() * cfg.hidden_size}, cfg.dtype, dev));
+    out.push_back(contiguous_meta(o.h0.sizes(), cfg.dtype, dev));
+    if (cfg.lstm()) out.push_back(contiguous_meta(o.h0.sizes(), cfg.dtype, dev));
+    out.push_back(contiguous_meta({train_ ? reserve_numel(cfg, dev) : 0}, kInt64, dev));
+    return out;
+  }
+  void eval(const TensorList& in, TensorList& out) const override {
+    const RnnOperands o = split_operands(mode_, in, n_weights_);
+    const RnnConfig cfg = check_rnn_operands("rnn", mode_, o.x, o.h0, o.c0, o.weights, num_layers_,
+                                             bidirectional_);
+    const bool lstm = cfg.lstm();
+    const Tensor cy = lstm ? out[2] : Tensor(), reserve = train_ ? out[lstm ? 3 : 2] : Tensor();
+#ifdef TG_WITH_CUDA
+    if (out[0].is_cuda()) return cuda::rnn_forward(cfg, o.x, o.h0, o.c0, o.weights, out[0], out[1], cy, reserve);
+#endif
+    cpu::rnn_forward(cfg, o.x, o.h0, o.c0, o.weights, out[0], out[1], cy, reserve);
+  }
+  SaveSpec saves() const override { return {.inputs = true, .outputs = true}; }
+  TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override;
+  std::string attrs() const override {
+    return std::string("mode=") + (mode_ == RnnMode::LSTM ? "lstm" : "gru") + ", num_layers=" +
+           std::to_string(num_layers_) + ", bidirectional=" + (bidirectional_ ? "true" : "false") +
+           ", train=" + (train_ ? "true" : "false");
+  }
+
+ private:
+  RnnMode mode_;
+  int64_t num_layers_;
+  bool bidirectional_;
+  size_t n_weights_;
+  bool train_;
+};
+
+// Inputs: x, h0, (c0), weights, y, reserve, dy, dhy, (dcy); outputs: dx, dh0, (dc0), one per weight.
+class RnnBackwardOp final : public Op {
+ public:
+  RnnBackwardOp(RnnMode mode, int64_t num_layers, bool bidirectional, size_t n_weights)
+      : mode_(mode), num_layers_(num_layers), bidirectional_(bidirectional), n_weights_(n_weights) {}
+  const OpSchema& schema() const override {
+    static const OpSchema s{.name = "rnn_backward"};
+    return s;
+  }
+  std::vector<TensorMeta> infer(const TensorList& in) const override {
+    const size_t states = mode_ == RnnMode::LSTM ? 2 : 1, first = 1 + states + n_weights_;
+    TG_CHECK(in.size() == first + 3 + states, "[rnn_backward] expected ", first + 3 + states, " operands, got ",
+             in.size());
+    const RnnOperands o = split_operands(mode_, in, n_weights_);
+    const RnnConfig cfg = check_fused("rnn_backward", mode_, o, num_layers_, bidirectional_);
+    const Tensor &y = in[first], &reserve = in[first + 1];
+    const Shape y_sizes{cfg.seq_len, cfg.batch, cfg.dirs() * cfg.hidden_size};
+    TG_CHECK(y.sizes() == y_sizes && in[first + 2].sizes() == y_sizes, "[rnn_backward] expected output and ",
+             "its gradient of shape ", shape_str(y_sizes), ", got ", shape_str(y.sizes()), " and ",
+             shape_str(in[first + 2].sizes()));
+    for (size_t i = 0; i < states; ++i)
+      TG_CHECK(in[first + 3 + i].sizes() == o.h0.sizes(), "[rnn_backward] expected state gradients of shape ",
+               shape_str(o.h0.sizes()), ", got ", shape_str(in[first + 3 + i].sizes()));
+    for (size_t i = first; i < in.size(); ++i)
+      if (i != first + 1) check_same("rnn_backward", in[i], "an output or its gradient", o.x);
+    const int64_t want = reserve_numel(cfg, o.x.device());
+    TG_CHECK(reserve.dtype() == kInt64 && reserve.numel() == want, "[rnn_backward] expected the forward's ",
+             "reserve space (int64 [", want, "]), got ", dtype_name(reserve.dtype()), " ", shape_str(reserve.sizes()));
+    std::vector<TensorMeta> out;
+    for (size_t i = 0; i < first; ++i) out.push_back(contiguous_meta(in[i].sizes(), cfg.dtype, o.x.device()));
+    return out;
+  }
+  void eval(const TensorList& in, TensorList& out) const override {
+    const size_t states = mode_ == RnnMode::LSTM ? 2 : 1, first = 1 + states + n_weights_;
+    const RnnOperands o = split_operands(mode_, in, n_weights_);
+    const RnnConfig cfg = check_rnn_operands("rnn_backward", mode_, o.x, o.h0, o.c0, o.weights, num_layers_,
+                                             bidirectional_);
+    const bool lstm = states == 2;
+    const TensorList dweights(out.begin() + static_cast<std::ptrdiff_t>(1 + states), out.end());
+    const Tensor dcy = lstm ? in[first + 4] : Tensor(), dcx = lstm ? out[2] : Tensor();
+#ifdef TG_WITH_CUDA
+    if (out[0].is_cuda())
+      return cuda::rnn_backward(cfg, o.x, o.h0, o.c0, o.weights, in[first], in[first + 1], in[first + 2],
+                                in[first + 3], dcy, out[0], out[1], dcx, dweights);
+#endif
+    cpu::rnn_backward(cfg, o.x, o.h0, o.c0, o.weights, in[first], in[first + 1], in[first + 2], in[first + 3], dcy,
+                      out[0], out[1], dcx, dweights);
+  }
+  SaveSpec saves() const override { return {false, false}; }
+  std::string attrs() const override {
+    return std::string("mode=") + (mode_ == RnnMode::LSTM ? "lstm" : "gru") + ", num_layers=" +
+           std::to_string(num_layers_) + ", bidirectional=" + (bidirectional_ ? "true" : "false");
+  }
+
+ private:
+  RnnMode mode_;
+  int64_t num_layers_;
+  bool bidirectional_;
+  size_t n_weights_;
+};
+
+TensorList RnnOp::backward(const BackwardContext& ctx, const TensorList& grads) const {
+  TG_CHECK(train_, "[rnn] internal error: a forward run without a reserve space was differentiated");
+  const size_t states = mode_ == RnnMode::LSTM ? 2 : 1, first = 1 + states + n_weights_;
+  TensorList in;
+  in.reserve(first + 3 + states);
+  for (size_t i = 0; i < first; ++i) in.push_back(ctx.input(i));
+  in.push_back(ctx.output(0));
+  in.push_back(ctx.output(states + 1));
+  // cuDNN reads dense gradients; a gradient may be a broadcast (sum's backward) or a view.
+  for (size_t i = 0; i <= states; ++i) in.push_back(grads[i].contiguous());
+  TensorList g = dispatch(std::make_shared<const RnnBackwardOp>(mode_, num_layers_, bidirectional_, n_weights_),
+                          std::move(in));
+  for (size_t i = 0; i < g.size(); ++i)
+    if (!ctx.needs_input_grad(i)) g[i] = Tensor();
+  return g;
+}
+
+bool any_requires_grad(const TensorList& ts) {
+  for (const Tensor& t : ts)
+    if (t.requires_grad()) return true;
+  return false;
+}
+
+}  // namespace
+
+RnnResult rnn(RnnMode mode, const Tensor& x, const Tensor& h0, const Tensor& c0, const TensorList& weights,
+              int64_t num_layers, bool bidirectional) {
+  const RnnConfig cfg = check_rnn_operands(mode == RnnMode::LSTM ? "lstm" : "gru", mode, x, h0, c0, weights,
+                                           num_layers, bidirectional);
+  if ((x.is_cuda() || x.is_cpu()) && cfg.seq_len > 0 && cfg.batch > 0 && cfg.input_size > 0) {
+    // The kernels read dense operands; contiguous() is an op, so a trace sees any copy.
+    TensorList in{x.contiguous(), h0.contiguous()};
+    if (cfg.lstm()) in.push_back(c0.contiguous());
+    for (const Tensor& w : weights) in.push_back(w.contiguous());
+    const bool train = is_grad_enabled() && any_requires_grad(in);
+    TensorList out = dispatch(
+        std::make_shared<const RnnOp>(mode, num_layers, bidirectional, weights.size(), train), std::move(in));
+    return {out[0], out[1], cfg.lstm() ? out[2] : Tensor()};
+  }
+  return rnn_composed(cfg, x, h0, c0, weights);
+}
+
+}  // namespace tg

@@ -1,0 +1,72 @@
+// What the stacked recurrent op shares between its shape rule (ops/rnn_fused.cpp), the composed
+// path (ops/rnn.cpp), its CPU kernels (ops/cpu/rnn.cpp) and its cuDNN kernels (ops/cuda/rnn.cpp).
+#pragma once
+
+#include <string>
+
+#include "ops/rnn.h"
+
+namespace tg {
+
+// The geometry of one stacked recurrent call.
+struct RnnConfig {
+  RnnMode mode = RnnMode::LSTM;
+  int64_t seq_len = 0;
+  int64_t batch = 0;
+  int64_t input_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 1;
+  bool bidirectional = false;
+  bool bias = true;
+  DType dtype = kFloat32;
+
+  bool lstm() const { return mode == RnnMode::LSTM; }
+  // Gate blocks per weight matrix: 4 for LSTM, 3 for GRU.
+  int64_t gates() const { return lstm() ? 4 : 3; }
+  int64_t dirs() const { return bidirectional ? 2 : 1; }
+  // Weight tensors per layer and direction: w_ih, w_hh (+ b_ih, b_hh).
+  int64_t tensors_per_layer() const { return bias ? 4 : 2; }
+  // Input features of layer `layer`.
+  int64_t layer_input(int64_t layer) const { return layer == 0 ? input_size : hidden_size * dirs(); }
+  // The expected shape of weight tensor `k` of rnn()'s list.
+  Shape weight_shape(int64_t k) const;
+  // "lstm" or "gru" (for messages).
+  const char* name() const { return lstm() ? "lstm" : "gru"; }
+  // "mode=lstm, hidden_size=64, num_layers=2, bidirectional=true, bias=true" for printing and cache keys.
+  std::string str() const;
+};
+
+// Validates rnn()'s operands (with `op` naming the caller in messages) and returns their geometry.
+RnnConfig check_rnn_operands(const char* op, RnnMode mode, const Tensor& x, const Tensor& h0, const Tensor& c0,
+                             const TensorList& weights, int64_t num_layers, bool bidirectional);
+
+// rnn() composed from lstm_layer/gru_layer (any device, any length).
+RnnResult rnn_composed(const RnnConfig& cfg, const Tensor& x, const Tensor& h0, const Tensor& c0,
+                       const TensorList& weights);
+
+namespace cpu {
+// Elements (of the config's dtype) of the reserve the CPU kernels keep for the backward.
+int64_t rnn_reserve_elements(const RnnConfig& cfg);
+// The CPU kernels, with the same contracts as the CUDA ones below.
+void rnn_forward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const Tensor& cx, const TensorList& weights,
+                 const Tensor& y, const Tensor& hy, const Tensor& cy, const Tensor& reserve);
+void rnn_backward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const Tensor& cx, const TensorList& weights,
+                  const Tensor& y, const Tensor& reserve, const Tensor& dy, const Tensor& dhy, const Tensor& dcy,
+                  const Tensor& dx, const Tensor& dhx, const Tensor& dcx, const TensorList& dweights);
+}  // namespace cpu
+
+namespace cuda {
+// Bytes of cuDNN's reserve space for a training forward of `cfg` on `device` (cached per geometry).
+int64_t rnn_reserve_bytes(const RnnConfig& cfg, int device);
+// y, hy (and cy for LSTM) from x, hx (cx), the weights of rnn()'s list; a training forward when
+// `reserve` is defined (it receives what the backward reads). All tensors contiguous.
+void rnn_forward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const Tensor& cx, const TensorList& weights,
+                 const Tensor& y, const Tensor& hy, const Tensor& cy, const Tensor& reserve);
+// dx, dhx (dcx) and one gradient per weight from the forward's tensors and reserve and the output
+// gradients dy, dhy (dcy). The reserve is read, never written.
+void rnn_backward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const Tensor& cx, const TensorList& weights,
+                  const Tensor& y, const Tensor& reserve, const Tensor& dy, const Tensor& dhy, const Tensor& dcy,
+                  const Tensor& dx, const Tensor& dhx, const Tensor& dcx, const TensorList& dweights);
+}  // namespace cuda
+
+}  // namespace tg
