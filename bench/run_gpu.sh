@@ -27,7 +27,7 @@ if [ -n "${TG_SANITIZERS:-${TG_MEMCHECK:-}}" ]; then
   echo "== compute-sanitizer memcheck, initcheck, synccheck on the CUDA graph tests" | tee -a "$log"
   for tool in memcheck initcheck synccheck; do
     for t in ${TG_SANITIZE_TESTS:-test_cudagraphs_seeds test_cudagraph_trees test_cudagraph_pool \
-             test_optim_compiled test_device_error test_norm_pool}; do
+             test_optim_compiled test_optim_step test_device_error test_norm_pool test_sequence_seeds}; do
       printf '%s %s: ' "$tool" "$t"
       compute-sanitizer --tool "$tool" --error-exitcode 1 "build-gpu/tests/$t" --gtest_brief=1 >"$out/sanitizer.log" 2>&1
       { grep -E "ERROR SUMMARY" "$out/sanitizer.log" | tail -1; grep -E "tests? (ran|PASSED)|FAILED" "$out/sanitizer.log" | tail -2; } |
