@@ -25,18 +25,6 @@ class SequenceNrScope {
   int64_t previous_;
 };
 
-thread_local bool t_saved_consumable = false;
-
-// Publishes, for the duration of a node's apply(), whether its saved values are freed right after.
-class ConsumableScope {
- public:
-  explicit ConsumableScope(bool consumable) : previous_(t_saved_consumable) { t_saved_consumable = consumable; }
-  ~ConsumableScope() { t_saved_consumable = previous_; }
-
- private:
-  bool previous_;
-};
-
 // Later nodes (higher sequence numbers) run first, so every consumer runs before its producer.
 struct LaterFirst {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
@@ -81,7 +69,6 @@ class GraphTask {
       TensorList out;
       {
         SequenceNrScope scope(static_cast<int64_t>(node->sequence_nr()));
-        ConsumableScope consumable(!keep_graph_);
         out = node->apply(std::move(grads));
       }
       if (!keep_graph_) node->release_saved();
@@ -197,8 +184,6 @@ std::pair<std::vector<Edge>, TensorList> collect_roots(const TensorList& outputs
 }  // namespace
 
 int64_t current_backward_sequence_nr() { return t_backward_sequence_nr; }
-
-bool saved_values_consumable() { return t_saved_consumable; }
 
 void backward(const TensorList& outputs, const TensorList& grad_outputs, bool retain_graph, bool create_graph) {
   auto [roots, grads] = collect_roots(outputs, grad_outputs);

@@ -28,8 +28,4 @@ TensorList grad_at_edges(const TensorList& outputs, const std::vector<Edge>& inp
 // graph tracing tags backward ops with it.
 int64_t current_backward_sequence_nr();
 
-// True inside a node's apply() when its saved values are freed right after it (no retain_graph or
-// create_graph): the node may hand them over to whatever consumes them, so they die at their last use.
-bool saved_values_consumable();
-
 }  // namespace tg

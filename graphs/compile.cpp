@@ -124,12 +124,9 @@ void make_executors(CompiledFunction::State& s, CompiledEntry& entry, const Tens
   }
   entry.forward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(fw), std::move(fw_static), recorder, &s.counters,
                                                       "forward", /*starts_step=*/true, s.options.cudagraph_max_recordings);
-  // Saved activations are handed over by the compiled backward node (when it frees them after use).
-  std::vector<bool> bw_consumable = bw_static;
   entry.backward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(bw), std::move(bw_static), recorder,
                                                        &s.counters, "backward", /*starts_step=*/false,
-                                                       s.options.cudagraph_max_recordings, DeviceType::CUDA,
-                                                       std::move(bw_consumable));
+                                                       s.options.cudagraph_max_recordings);
 }
 
 std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const CallArgs& call) {
@@ -250,11 +247,11 @@ TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorLi
     tangent_metas.push_back(contiguous_meta(outputs[i].sizes(), outputs[i].dtype(), outputs[i].device()));
   }
   if (diff_outputs.empty()) return outputs;
-  auto runner = [entry](TensorList saved_values, TensorList tangents, bool consume) -> TensorList {
+  auto runner = [entry](const TensorList& saved_values, const TensorList& tangents) -> TensorList {
     if (entry->joint.backward_refused) throw DoubleBackwardError();
-    TensorList inputs = std::move(saved_values);
-    for (Tensor& t : tangents) inputs.push_back(std::move(t));
-    return consume ? entry->backward->run_consuming(std::move(inputs)) : entry->backward->run(inputs);
+    TensorList inputs = saved_values;
+    inputs.insert(inputs.end(), tangents.begin(), tangents.end());
+    return entry->backward->run(inputs);
   };
   auto node = std::make_shared<CompiledBackward>(runner, std::move(saved), std::move(tangent_metas),
                                                  entry->cudagraphs ? pending_backward_token() : nullptr);

@@ -1,6 +1,5 @@
 #include "graphs/compiled_backward.h"
 
-#include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "ops/factory.h"
 
@@ -54,14 +53,7 @@ TensorList CompiledBackward::apply(TensorList&& grad_outputs) {
     if (!g.defined()) g = zeros(m.sizes, {.dtype = m.dtype, .device = m.device});
     tangents.push_back(g.is_contiguous() ? g : g.contiguous());
   }
-  if (saved_values_consumable()) {
-    // Nothing reads the saved values after this call: hand them over, so that the backward graph
-    // frees each at its last use (as eager backward frees its saved tensors node by node).
-    TensorList saved = std::move(saved_);
-    saved_.clear();
-    return runner_(std::move(saved), std::move(tangents), true);
-  }
-  return runner_(saved_, std::move(tangents), false);
+  return runner_(saved_, tangents);
 }
 
 void CompiledBackward::release_saved() {

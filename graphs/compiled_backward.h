@@ -12,9 +12,8 @@ namespace tg::graphs {
 // AOTAutograd refuses it.
 class CompiledBackward final : public Node {
  public:
-  // run_backward(saved, tangents, consume) returns one gradient per next edge; with `consume`, the
-  // saved values were moved out of the node, so the runner may free each after its last use.
-  using Runner = std::function<TensorList(TensorList saved, TensorList tangents, bool consume)>;
+  // run_backward(saved, tangents) returns one gradient per next edge.
+  using Runner = std::function<TensorList(const TensorList& saved, const TensorList& tangents)>;
 
   // `pending` (may be null) is held until the backward has run or the node is gone.
   CompiledBackward(Runner runner, TensorList saved, std::vector<TensorMeta> tangent_metas,

@@ -33,7 +33,6 @@ struct CudaGraphExecutor::Instance {
   std::vector<std::shared_ptr<OutputBuffer>> buffers;  // the memory of the outputs
   std::vector<std::shared_ptr<void>> recorded_memory;  // the recording's own output storages, until the first replay
   std::vector<MemoryRange> scratch;           // pool memory the replay writes besides its buffers
-  std::vector<bool> consumed;                 // per segment input: freed after its last use while recording
 };
 
 // Per captured segment: how often it ran and its recorded instances.
@@ -49,23 +48,12 @@ const void* address_of(const Tensor& t) {
   return t.defined() && !t.impl()->storage()->is_fake() ? t.impl()->storage()->data() : nullptr;
 }
 
-// True when `t` is the only handle on its memory (so dropping it frees the memory).
-bool sole_owner(const Tensor& t) {
-  return t.defined() && !t.impl()->storage()->is_fake() && t.impl_ptr().use_count() == 1 &&
-         t.impl()->storage().use_count() == 1;
-}
-
-MemoryRange storage_range(const Tensor& t) {
-  const auto& st = t.impl()->storage();
-  return MemoryRange::of(st->data(), static_cast<size_t>(st->nbytes()));
-}
-
 }  // namespace
 
 CudaGraphExecutor::CudaGraphExecutor(Graph graph, std::vector<bool> static_inputs,
                                      std::shared_ptr<GraphRecorder> recorder, CompileCounters* counters,
                                      std::string label, bool starts_step, int max_instances,
-                                     DeviceType capture_on, std::vector<bool> consumable_inputs)
+                                     DeviceType capture_on)
     : graph_(std::move(graph)),
       recorder_(std::move(recorder)),
       counters_(counters),
@@ -73,8 +61,7 @@ CudaGraphExecutor::CudaGraphExecutor(Graph graph, std::vector<bool> static_input
       starts_step_(starts_step),
       max_instances_(max_instances),
       plan_(plan_segments(graph_, capture_on)),
-      interpreter_(graph_),
-      capture_on_(capture_on) {
+      interpreter_(graph_) {
   static_values_.assign(graph_.values.size(), false);
   for (size_t i = 0; i < graph_.inputs.size(); ++i)
     if (i < static_inputs.size() && static_inputs[i]) static_values_[static_cast<size_t>(graph_.inputs[i].value)] = true;
@@ -95,12 +82,6 @@ CudaGraphExecutor::CudaGraphExecutor(Graph graph, std::vector<bool> static_input
   for (size_t v = 0; v < last_segment.size(); ++v)
     if (last_segment[v] >= 0 && !keep.count(static_cast<ValueId>(v)))
       release_after_segment_[static_cast<size_t>(last_segment[v])].push_back(static_cast<ValueId>(v));
-  consumable_in_segment_.resize(plan_.segments.size());
-  for (size_t i = 0; i < graph_.inputs.size() && i < consumable_inputs.size(); ++i) {
-    const ValueId v = graph_.inputs[i].value;
-    if (consumable_inputs[i] && last_segment[static_cast<size_t>(v)] >= 0 && !keep.count(v))
-      consumable_in_segment_[static_cast<size_t>(last_segment[static_cast<size_t>(v)])].insert(v);
-  }
 
   for (size_t s = 0; s < plan_.segments.size(); ++s) states_.push_back(std::make_unique<SegmentState>());
   count(&CompileCounters::captured_nodes, plan_.captured_nodes);
@@ -129,24 +110,14 @@ void CudaGraphExecutor::count_skip(const std::string& reason, int n) {
 
 bool CudaGraphExecutor::is_static(ValueId v) const { return static_values_[static_cast<size_t>(v)]; }
 
-TensorList CudaGraphExecutor::run(const TensorList& inputs) { return run_inputs(inputs, false); }
-
-TensorList CudaGraphExecutor::run_consuming(TensorList&& inputs) {
-  TensorList taken = std::move(inputs);
-  inputs.clear();
-  return run_inputs(std::move(taken), true);
-}
-
-TensorList CudaGraphExecutor::run_inputs(TensorList inputs, bool consuming) {
+TensorList CudaGraphExecutor::run(const TensorList& inputs) {
   TG_CHECK(inputs.size() == graph_.inputs.size(), "[cudagraphs] graph expects ", graph_.inputs.size(),
            " inputs, got ", inputs.size());
   if (starts_step_) begin_forward_call();
   NoGradGuard no_grad;
   std::vector<Tensor> env(graph_.values.size());
   for (const auto& [id, t] : graph_.constants) env[static_cast<size_t>(id)] = t;
-  for (size_t i = 0; i < inputs.size(); ++i) env[static_cast<size_t>(graph_.inputs[i].value)] = std::move(inputs[i]);
-  inputs.clear();
-  consuming_call_ = consuming;
+  for (size_t i = 0; i < inputs.size(); ++i) env[static_cast<size_t>(graph_.inputs[i].value)] = inputs[i];
   for (size_t s = 0; s < plan_.segments.size(); ++s) {
     const Segment& seg = plan_.segments[s];
     if (seg.captured) {
@@ -179,8 +150,7 @@ void CudaGraphExecutor::run_captured(size_t s, std::vector<Tensor>& env) {
   }
   std::optional<std::vector<std::shared_ptr<void>>> memory;
   BufferList overwritten;
-  const std::vector<bool> consumable = consumable_inputs(s, env);
-  Instance* inst = find_instance(state, seg, env, consumable, overwritten);
+  Instance* inst = find_instance(state, seg, env, overwritten);
   if (inst) {
     // Inputs are copied in before the replay's memory is taken: an input may be an earlier step's
     // output that this replay overwrites.
@@ -189,10 +159,7 @@ void CudaGraphExecutor::run_captured(size_t s, std::vector<Tensor>& env) {
       const Tensor& t = env[static_cast<size_t>(seg.inputs[i])];
       if (t.defined() && !t.is_same(inst->input_buffers[i])) inst->input_buffers[i].copy_(t);
     }
-    std::vector<const void*> consumed_blocks;
-    for (size_t i = 0; i < seg.inputs.size(); ++i)
-      if (inst->consumed[i]) consumed_blocks.push_back(address_of(env[static_cast<size_t>(seg.inputs[i])]));
-    memory = take_memory(*inst, overwritten, consumed_blocks);
+    memory = take_memory(*inst, overwritten);
     if (!memory)
       log_line("cudagraphs", label_ + " graph: segment " + std::to_string(s) +
                                  ": a tensor outside the graphs' outputs holds memory this replay writes");
@@ -208,44 +175,24 @@ void CudaGraphExecutor::run_captured(size_t s, std::vector<Tensor>& env) {
       return;
     }
     if (!state.instances.empty()) count(&CompileCounters::rerecords);
-    inst = record(state, seg, env, consumable);
+    inst = record(state, seg, env);
     // A fresh recording overlaps no live buffer: its capture allocated around them.
-    memory = take_memory(*inst, {}, {});
+    memory = take_memory(*inst, {});
     TG_CHECK(memory.has_value(), "[cudagraphs] internal error: a fresh recording's memory is in use");
   }
   replay(*inst, *memory, seg, env);
 }
 
-std::vector<bool> CudaGraphExecutor::consumable_inputs(size_t s, const std::vector<Tensor>& env) const {
-  const Segment& seg = plan_.segments[s];
-  std::vector<bool> out(seg.inputs.size(), false);
-  // Only real CUDA graphs replay from addresses alone; other recorders re-run with the tensors.
-  if (!consuming_call_ || consume_disabled_ || capture_on_ != DeviceType::CUDA) return out;
-  for (size_t i = 0; i < seg.inputs.size(); ++i) {
-    const ValueId v = seg.inputs[i];
-    out[i] = is_static(v) && consumable_in_segment_[s].count(v) && sole_owner(env[static_cast<size_t>(v)]);
-  }
-  return out;
-}
-
 CudaGraphExecutor::Instance* CudaGraphExecutor::find_instance(SegmentState& state, const Segment& seg,
-                                                              const std::vector<Tensor>& env,
-                                                              const std::vector<bool>& consumable,
-                                                              BufferList& overwritten) {
+                                                              const std::vector<Tensor>& env, BufferList& overwritten) {
   for (auto& inst : state.instances) {
     bool match = true;
-    std::vector<MemoryRange> consumed;
     for (size_t i = 0; i < seg.inputs.size() && match; ++i) {
       const Tensor& t = env[static_cast<size_t>(seg.inputs[i])];
       if (inst->static_addresses[i]) match = address_of(t) == inst->static_addresses[i];
-      // A recording that reused an input's memory overwrites it: only for an input handed over again.
-      if (match && inst->consumed[i]) {
-        match = consumable[i];
-        if (match) consumed.push_back(storage_range(t));
-      }
     }
     if (!match) continue;
-    if (auto victims = overwritable(*inst, consumed)) {
+    if (auto victims = overwritable(*inst)) {
       overwritten = std::move(*victims);
       return inst.get();
     }
@@ -253,25 +200,18 @@ CudaGraphExecutor::Instance* CudaGraphExecutor::find_instance(SegmentState& stat
   return nullptr;
 }
 
-std::optional<CudaGraphExecutor::BufferList> CudaGraphExecutor::overwritable(
-    const Instance& inst, const std::vector<MemoryRange>& consumed) const {
+std::optional<CudaGraphExecutor::BufferList> CudaGraphExecutor::overwritable(const Instance& inst) const {
   const uint64_t step = current_step();
   for (const auto& b : inst.buffers)
     if (b->needed_in(step)) return std::nullopt;
   BufferList others = OutputBufferIndex::global().overlapping(inst.graph->written(), inst.buffers);
-  // The buffers of consumed inputs are read before they are overwritten, and die with this call.
-  std::erase_if(others, [&](const std::shared_ptr<OutputBuffer>& b) {
-    return std::any_of(consumed.begin(), consumed.end(), [&](const MemoryRange& r) {
-      return r.begin <= b->range.begin && b->range.end <= r.end;
-    });
-  });
   for (const auto& b : others)
     if (b->needed_in(step)) return std::nullopt;
   return others;
 }
 
-std::optional<std::vector<std::shared_ptr<void>>> CudaGraphExecutor::take_memory(
-    Instance& inst, const BufferList& overwritten, const std::vector<const void*>& consumed_blocks) {
+std::optional<std::vector<std::shared_ptr<void>>> CudaGraphExecutor::take_memory(Instance& inst,
+                                                                                 const BufferList& overwritten) {
   for (const auto& b : overwritten) b->invalidate();
   std::vector<std::shared_ptr<void>> memory(inst.buffers.size());
   for (size_t k = 0; k < inst.buffers.size(); ++k) {
@@ -282,30 +222,17 @@ std::optional<std::vector<std::shared_ptr<void>>> CudaGraphExecutor::take_memory
     if (!memory[k]) return std::nullopt;
   }
   inst.recorded_memory.clear();
-  std::vector<const void*> own = consumed_blocks;
+  std::vector<const void*> own;
   for (const auto& b : inst.buffers) own.push_back(reinterpret_cast<const void*>(b->range.begin));
   if (recorder_->in_use(inst.scratch, own)) return std::nullopt;
   return memory;
 }
 
 CudaGraphExecutor::Instance* CudaGraphExecutor::record(SegmentState& state, const Segment& seg,
-                                                       std::vector<Tensor>& env, const std::vector<bool>& consumable) {
+                                                       const std::vector<Tensor>& env) {
   auto inst = std::make_unique<Instance>();
-  // Consumed inputs go to the body alone (the instance keeps only their addresses), which drops
-  // each after its last use so that the capture allocates into its memory.
-  auto handed_over = std::make_shared<TensorList>(seg.inputs.size());
-  std::vector<MemoryRange> consumed_ranges;
-  for (size_t i = 0; i < seg.inputs.size(); ++i) {
-    const ValueId v = seg.inputs[i];
+  for (ValueId v : seg.inputs) {
     const Tensor& t = env[static_cast<size_t>(v)];
-    inst->consumed.push_back(consumable[i]);
-    if (consumable[i]) {
-      inst->input_buffers.push_back(Tensor());
-      inst->static_addresses.push_back(address_of(t));
-      consumed_ranges.push_back(storage_range(t));
-      (*handed_over)[i] = std::move(env[static_cast<size_t>(v)]);
-      continue;
-    }
     if (is_static(v) || !t.defined()) {
       inst->input_buffers.push_back(t);
       inst->static_addresses.push_back(address_of(t));
@@ -318,39 +245,16 @@ CudaGraphExecutor::Instance* CudaGraphExecutor::record(SegmentState& state, cons
   }
   const Graph& g = graph_;
   const TensorList buffers = inst->input_buffers;
-  // Values made inside the segment are dropped after their last reader, as the interpreter does, so
-  // that the capture reuses their blocks (stream order makes that safe on replay too); the segment's
-  // outputs stay.
-  std::map<size_t, std::vector<ValueId>> release_after;
-  {
-    std::set<ValueId> keep(seg.outputs.begin(), seg.outputs.end());
-    for (size_t i = 0; i < seg.inputs.size(); ++i)
-      if (!inst->consumed[i]) keep.insert(seg.inputs[i]);
-    std::map<ValueId, size_t> last_use;
-    for (size_t i = 0; i < seg.nodes.size(); ++i) {
-      const GraphNode& node = graph_.nodes[static_cast<size_t>(seg.nodes[i])];
-      for (ValueId v : node.outputs)  // an output nobody reads goes right after its node
-        if (!keep.count(v)) last_use[v] = i;
-      for (ValueId v : node.inputs)
-        if (v >= 0 && !keep.count(v)) last_use[v] = i;
-    }
-    for (const auto& [v, i] : last_use) release_after[i].push_back(v);
-  }
-  // Captures by value what a recorder that re-runs the body on replay (the CPU test recorder) needs.
-  auto body = [&g, &seg, buffers, release_after, handed_over]() {
+  auto body = [&g, &seg, buffers]() {
     std::map<ValueId, Tensor> local;
-    for (size_t i = 0; i < seg.inputs.size(); ++i)
-      local[seg.inputs[i]] = (*handed_over)[i].defined() ? std::move((*handed_over)[i]) : buffers[i];
+    for (size_t i = 0; i < seg.inputs.size(); ++i) local[seg.inputs[i]] = buffers[i];
     TensorList args;
-    for (size_t i = 0; i < seg.nodes.size(); ++i) {
-      const GraphNode& node = g.nodes[static_cast<size_t>(seg.nodes[i])];
+    for (int32_t n : seg.nodes) {
+      const GraphNode& node = g.nodes[static_cast<size_t>(n)];
       args.clear();
       for (ValueId v : node.inputs) args.push_back(v >= 0 ? local.at(v) : Tensor());
       TensorList outs = run_kernel(*node.op, args);
-      args.clear();
       for (size_t k = 0; k < node.outputs.size(); ++k) local[node.outputs[k]] = std::move(outs[k]);
-      if (auto it = release_after.find(i); it != release_after.end())
-        for (ValueId v : it->second) local.erase(v);
     }
     TensorList outputs;
     for (ValueId v : seg.outputs) outputs.push_back(local.at(v));
@@ -392,13 +296,6 @@ CudaGraphExecutor::Instance* CudaGraphExecutor::record(SegmentState& state, cons
     slot.offset = t.impl()->storage_offset();
     slot.dtype = t.dtype();
     inst->outputs.push_back(std::move(slot));
-  }
-  if (any_overlap(merge_ranges(buffer_ranges), merge_ranges(consumed_ranges))) {
-    // An output took memory of a consumed input: it may outlive this call while the next one
-    // wants that memory back for the input. Later recordings keep their inputs alive.
-    consume_disabled_ = true;
-    log_line("cudagraphs", label_ + " graph: an output was placed in a consumed input's memory; later recordings "
-                                    "keep inputs alive");
   }
   inst->scratch = subtract_ranges(inst->graph->written(), std::move(buffer_ranges));
   count(&CompileCounters::graphs_captured);

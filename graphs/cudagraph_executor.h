@@ -4,7 +4,6 @@
 
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -34,14 +33,9 @@ class CudaGraphExecutor final : public Executor {
   // `static_inputs[i]` tells whether graph input i keeps its address across calls. `counters` may be null.
   CudaGraphExecutor(Graph graph, std::vector<bool> static_inputs, std::shared_ptr<GraphRecorder> recorder,
                     CompileCounters* counters, std::string label, bool starts_step, int max_instances = 8,
-                    DeviceType capture_on = DeviceType::CUDA, std::vector<bool> consumable_inputs = {});
+                    DeviceType capture_on = DeviceType::CUDA);
   ~CudaGraphExecutor() override;
   TensorList run(const TensorList& inputs) override;
-  // Graph inputs marked consumable (a backward's saved activations) that the caller hands over and
-  // nothing else holds die at their last use: in eager runs as in the interpreter, and while
-  // recording, so that the capture reuses their memory. Replays of such a recording overwrite those
-  // inputs after their last read, so they are used only when the inputs are again handed over.
-  TensorList run_consuming(TensorList&& inputs) override;
   const Graph& graph() const { return graph_; }
   const SegmentPlan& plan() const { return plan_; }
 
@@ -49,26 +43,19 @@ class CudaGraphExecutor final : public Executor {
   struct Instance;
   struct OutputSlot;
   struct SegmentState;
-  TensorList run_inputs(TensorList inputs, bool consuming);
   void run_captured(size_t s, std::vector<Tensor>& env);
-  // Per input of segment s: handed over by this call and held by nothing but `env`.
-  std::vector<bool> consumable_inputs(size_t s, const std::vector<Tensor>& env) const;
   using BufferList = std::vector<std::shared_ptr<OutputBuffer>>;
   // An instance whose static inputs match and whose replay overwrites no tensor of the current
   // step, with the other graphs' buffers that replay overwrites; null when there is none.
   Instance* find_instance(SegmentState& state, const Segment& seg, const std::vector<Tensor>& env,
-                          const std::vector<bool>& consumable, BufferList& overwritten);
-  Instance* record(SegmentState& state, const Segment& seg, std::vector<Tensor>& env,
-                   const std::vector<bool>& consumable);
+                          BufferList& overwritten);
+  Instance* record(SegmentState& state, const Segment& seg, const std::vector<Tensor>& env);
   // The other graphs' buffers `inst`'s replay overwrites, or nothing when one of them (or one of
-  // inst's own) holds tensors of the current step; buffers inside `consumed` (the memory of inputs
-  // this replay consumes) are neither.
-  std::optional<BufferList> overwritable(const Instance& inst, const std::vector<MemoryRange>& consumed) const;
+  // inst's own) holds tensors of the current step.
+  std::optional<BufferList> overwritable(const Instance& inst) const;
   // Invalidates `overwritten` and inst's earlier outputs and claims its output buffers; returns their
-  // memory, or nothing when some of it is unexpectedly in use (blocks starting at `consumed_blocks`,
-  // the inputs this replay consumes, excepted).
-  std::optional<std::vector<std::shared_ptr<void>>> take_memory(Instance& inst, const BufferList& overwritten,
-                                                                const std::vector<const void*>& consumed_blocks);
+  // memory, or nothing when some of it is unexpectedly in use.
+  std::optional<std::vector<std::shared_ptr<void>>> take_memory(Instance& inst, const BufferList& overwritten);
   void replay(Instance& inst, const std::vector<std::shared_ptr<void>>& memory, const Segment& seg,
               std::vector<Tensor>& env);
   bool is_static(ValueId v) const;
@@ -85,10 +72,6 @@ class CudaGraphExecutor final : public Executor {
   SegmentPlan plan_;
   Interpreter interpreter_;
   std::vector<std::vector<ValueId>> release_after_segment_;
-  std::vector<std::set<ValueId>> consumable_in_segment_;  // consumable inputs whose last reader is in the segment
-  DeviceType capture_on_;
-  bool consuming_call_ = false;    // the running call handed its inputs over
-  bool consume_disabled_ = false;  // a recording put an output into consumed memory: record without consuming
   std::vector<std::unique_ptr<SegmentState>> states_;
 };
 

@@ -10,9 +10,6 @@ class Executor {
  public:
   virtual ~Executor() = default;
   virtual TensorList run(const TensorList& inputs) = 0;
-  // run() on inputs the caller hands over (it keeps no reference): each may be freed after its
-  // last use in the graph, and its memory reused by the rest of the graph.
-  virtual TensorList run_consuming(TensorList&& inputs) { return run(inputs); }
 };
 
 }  // namespace tg::graphs

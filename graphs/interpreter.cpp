@@ -22,23 +22,10 @@ Interpreter::Interpreter(const Graph& graph) : graph_(graph), release_after_(gra
 TensorList Interpreter::run(const TensorList& inputs) {
   TG_CHECK(inputs.size() == graph_.inputs.size(), "[interpreter] graph expects ", graph_.inputs.size(),
            " inputs, got ", inputs.size());
-  std::vector<Tensor> env(graph_.values.size());
-  for (size_t i = 0; i < inputs.size(); ++i) env[static_cast<size_t>(graph_.inputs[i].value)] = inputs[i];
-  return run_env(std::move(env));
-}
-
-TensorList Interpreter::run_consuming(TensorList&& inputs) {
-  TG_CHECK(inputs.size() == graph_.inputs.size(), "[interpreter] graph expects ", graph_.inputs.size(),
-           " inputs, got ", inputs.size());
-  std::vector<Tensor> env(graph_.values.size());
-  for (size_t i = 0; i < inputs.size(); ++i) env[static_cast<size_t>(graph_.inputs[i].value)] = std::move(inputs[i]);
-  inputs.clear();
-  return run_env(std::move(env));
-}
-
-TensorList Interpreter::run_env(std::vector<Tensor> env) {
   NoGradGuard no_grad;
+  std::vector<Tensor> env(graph_.values.size());
   for (const auto& [id, t] : graph_.constants) env[static_cast<size_t>(id)] = t;
+  for (size_t i = 0; i < inputs.size(); ++i) env[static_cast<size_t>(graph_.inputs[i].value)] = inputs[i];
   run_nodes(env, 0, graph_.nodes.size());
   TensorList result;
   result.reserve(graph_.outputs.size());

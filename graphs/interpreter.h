@@ -14,13 +14,11 @@ class Interpreter final : public Executor {
  public:
   explicit Interpreter(const Graph& graph);
   TensorList run(const TensorList& inputs) override;
-  TensorList run_consuming(TensorList&& inputs) override;
   // Runs nodes [first, last) of the graph over `env` (values by id), releasing dead values.
   void run_nodes(std::vector<Tensor>& env, size_t first, size_t last) const;
   const Graph& graph() const { return graph_; }
 
  private:
-  TensorList run_env(std::vector<Tensor> env);
   const Graph& graph_;
   std::vector<std::vector<ValueId>> release_after_;  // per node: values whose last use it is
 };
