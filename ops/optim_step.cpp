@@ -26,6 +26,39 @@ AdamLists split_lists(const TensorList& in) {
   return {n, in.data(), in.data() + n, in.data() + 2 * n, in.data() + 3 * n, in.data() + 4 * n};
 }
 
+// Validates `lists` lists of n tensors laid end to end in `in` (names[k] names list k; list 0 holds
+// the parameters): lists below `shaped` match their parameter's shape, and every tensor has the
+// parameters' floating dtype and device and is contiguous.
+void check_lists(const char* op, const TensorList& in, size_t lists, const std::vector<const char*>& names,
+                 size_t shaped) {
+  TG_CHECK(!in.empty() && in.size() % lists == 0, "[", op, "] expected ", lists, " lists of equal length, got ",
+           in.size(), " tensors");
+  const size_t n = in.size() / lists;
+  const Tensor& first = in[0];
+  TG_CHECK(is_floating(first.dtype()), "[", op, "] expected floating parameters, got ", dtype_name(first.dtype()));
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor& p = in[i];
+    for (size_t k = 0; k < lists; ++k) {
+      const Tensor& t = in[k * n + i];
+      TG_CHECK(t.defined(), "[", op, "] ", names[k], " ", i, " is undefined");
+      TG_CHECK(k >= shaped || t.sizes() == p.sizes(), "[", op, "] ", names[k], " ", i, " has shape ",
+               shape_str(t.sizes()), ", expected the shape of parameter ", i, " ", shape_str(p.sizes()));
+      TG_CHECK(t.dtype() == first.dtype() && t.device() == first.device(), "[", op, "] tensors of parameter ", i,
+               " are ", dtype_name(t.dtype()), " on ", t.device().str(), ", expected ", dtype_name(first.dtype()),
+               " on ", first.device().str(), " like parameter 0");
+      TG_CHECK(t.is_contiguous(), "[", op, "] tensors of parameter ", i, " must be contiguous, got strides ",
+               shape_str(t.strides()));
+    }
+  }
+}
+
+// The metadata of every input `schema` writes, in order.
+std::vector<TensorMeta> written_metas(const OpSchema& schema, const TensorList& in) {
+  std::vector<TensorMeta> out;
+  for (int k : mutated_inputs(schema)) out.push_back(meta_of(in[static_cast<size_t>(k)]));
+  return out;
+}
+
 #ifdef TG_WITH_CUDA
 TensorList slice(const TensorList& in, size_t first, size_t n) {
   return TensorList(in.begin() + static_cast<std::ptrdiff_t>(first),
@@ -46,35 +79,12 @@ class AdamStepOp final : public Op {
   const OpSchema& schema() const override { return schema_; }
 
   std::vector<TensorMeta> infer(const TensorList& in) const override {
-    TG_CHECK(!in.empty() && in.size() % 5 == 0, "[adam_step_] expected five lists of equal length, got ",
-             in.size(), " tensors");
+    check_lists("adam_step_", in, 5, {"param", "grad", "exp_avg", "exp_avg_sq", "step"}, 4);
     const AdamLists l = split_lists(in);
-    const Tensor& first = l.params[0];
-    TG_CHECK(is_floating(first.dtype()), "[adam_step_] expected floating parameters, got ",
-             dtype_name(first.dtype()));
-    for (size_t i = 0; i < l.n; ++i) {
-      const Tensor& p = l.params[i];
-      const Tensor* same_shape[] = {&l.grads[i], &l.exp_avgs[i], &l.exp_avg_sqs[i]};
-      const char* names[] = {"grad", "exp_avg", "exp_avg_sq"};
-      for (size_t k = 0; k < 3; ++k) {
-        TG_CHECK(same_shape[k]->defined() && same_shape[k]->sizes() == p.sizes(), "[adam_step_] ", names[k], " ",
-                 i, " has shape ", same_shape[k]->defined() ? shape_str(same_shape[k]->sizes()) : "undefined",
-                 ", expected the shape of parameter ", i, " ", shape_str(p.sizes()));
-      }
-      const Tensor* all[] = {&p, &l.grads[i], &l.exp_avgs[i], &l.exp_avg_sqs[i], &l.steps[i]};
-      for (const Tensor* t : all) {
-        TG_CHECK(t->dtype() == first.dtype() && t->device() == first.device(), "[adam_step_] tensors of parameter ", i,
-                 " are ", dtype_name(t->dtype()), " on ", t->device().str(), ", expected ", dtype_name(first.dtype()),
-                 " on ", first.device().str(), " like parameter 0");
-        TG_CHECK(t->is_contiguous(), "[adam_step_] tensors of parameter ", i, " must be contiguous, got strides ",
-                 shape_str(t->strides()));
-      }
+    for (size_t i = 0; i < l.n; ++i)
       TG_CHECK(l.steps[i].numel() == 1, "[adam_step_] step ", i, " must hold one count, got shape ",
                shape_str(l.steps[i].sizes()));
-    }
-    std::vector<TensorMeta> out;
-    for (int k : mutated_inputs(schema_)) out.push_back(meta_of(in[static_cast<size_t>(k)]));
-    return out;
+    return written_metas(schema_, in);
   }
 
   void eval(const TensorList& in, TensorList& /*out*/) const override {
@@ -125,7 +135,81 @@ class AdamStepOp final : public Op {
   AdamStepOptions options_;
 };
 
+
+// sgd_step_: writes params (inputs 0..n-1) and, with momentum, the buffers (inputs 2n..3n-1).
+class SgdStepOp final : public Op {
+ public:
+  SgdStepOp(size_t n, SgdStepOptions options) : options_(options) {
+    schema_.name = "sgd_step_";
+    schema_.flags = kInPlace | kNonDifferentiable;
+    schema_.mutates = 0;
+    for (size_t i = 1; i < n; ++i) schema_.also_mutates.push_back(static_cast<int>(i));
+    if (options.momentum != 0.0)
+      for (size_t i = 2 * n; i < 3 * n; ++i) schema_.also_mutates.push_back(static_cast<int>(i));
+  }
+  const OpSchema& schema() const override { return schema_; }
+
+  std::vector<TensorMeta> infer(const TensorList& in) const override {
+    const size_t lists = options_.momentum != 0.0 ? 3 : 2;
+    check_lists("sgd_step_", in, lists, {"param", "grad", "momentum_buffer"}, lists);
+    return written_metas(schema_, in);
+  }
+
+  void eval(const TensorList& in, TensorList& /*out*/) const override {
+    const bool momentum = options_.momentum != 0.0;
+    const size_t n = in.size() / (momentum ? 3 : 2);
+#ifdef TG_WITH_CUDA
+    if (in[0].is_cuda()) {
+      cuda::sgd_step(slice(in, 0, n), slice(in, n, n), momentum ? slice(in, 2 * n, n) : TensorList{}, options_);
+      return;
+    }
+#endif
+    const SgdStepOptions& o = options_;
+    TG_DISPATCH_FLOATING(in[0].dtype(), "sgd_step_", [&] {
+      for (size_t i = 0; i < n; ++i) {
+        scalar_t* p = in[i].data_ptr<scalar_t>();
+        const scalar_t* g = in[n + i].data_ptr<scalar_t>();
+        scalar_t* buf = momentum ? in[2 * n + i].data_ptr<scalar_t>() : nullptr;
+        const int64_t numel = in[i].numel();
+        for (int64_t j = 0; j < numel; ++j) {
+          double d = static_cast<double>(g[j]) + o.weight_decay * static_cast<double>(p[j]);
+          if (momentum) {
+            const double b = o.momentum * static_cast<double>(buf[j]) + (1.0 - o.dampening) * d;
+            buf[j] = static_cast<scalar_t>(b);
+            d = o.nesterov ? d + o.momentum * b : b;
+          }
+          p[j] = static_cast<scalar_t>(static_cast<double>(p[j]) - o.lr * d);
+        }
+      }
+    });
+  }
+
+  std::string attrs() const override {
+    return "lr=" + std::to_string(options_.lr) + ", momentum=" + std::to_string(options_.momentum) +
+           ", dampening=" + std::to_string(options_.dampening) + ", weight_decay=" +
+           std::to_string(options_.weight_decay) + (options_.nesterov ? ", nesterov" : "");
+  }
+
+ private:
+  OpSchema schema_;
+  SgdStepOptions options_;
+};
+
 }  // namespace
+
+void sgd_step_(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
+               const SgdStepOptions& options) {
+  const size_t n = params.size();
+  const bool momentum = options.momentum != 0.0;
+  TG_CHECK(n > 0, "[sgd_step_] expected at least one parameter");
+  TG_CHECK(grads.size() == n && momentum_buffers.size() == (momentum ? n : 0), "[sgd_step_] expected ", n,
+           " grads and ", momentum ? n : 0, " momentum buffers, got ", grads.size(), " and ",
+           momentum_buffers.size());
+  TensorList in;
+  in.reserve(3 * n);
+  for (const TensorList* list : {&params, &grads, &momentum_buffers}) in.insert(in.end(), list->begin(), list->end());
+  dispatch(std::make_shared<const SgdStepOp>(n, options), std::move(in));
+}
 
 void adam_step_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
                 const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options) {

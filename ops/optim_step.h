@@ -23,4 +23,19 @@ struct AdamStepOptions {
 void adam_step_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
                 const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options);
 
+// SGD's hyper-parameters for one fused step (PyTorch's update rule; momentum 0 uses no buffers).
+struct SgdStepOptions {
+  double lr = 1e-3;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+// One SGD update of every params[i] from grads[i], in place; with momentum, momentum_buffers[i]
+// (existing buffers, as after PyTorch's first step) advance too, otherwise the list is empty. All
+// tensors share one device and floating dtype, are contiguous and shaped like their parameter.
+void sgd_step_(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
+               const SgdStepOptions& options);
+
 }  // namespace tg

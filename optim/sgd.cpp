@@ -1,8 +1,11 @@
 #include "optim/sgd.h"
 
+#include <algorithm>
+
 #include "autograd/grad_mode.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
+#include "ops/optim_step.h"
 
 namespace tg::optim {
 
@@ -18,6 +21,7 @@ SGD::SGD(TensorList params, SGDOptions options)
 void SGD::update(const TensorList& grads) {
   TG_CHECK(grads.size() == params_.size(), "[SGD] got ", grads.size(), " gradients for ", params_.size(), " parameters");
   NoGradGuard no_grad;
+  if (capturable_ && update_fused(grads)) return;
   const SGDOptions& o = options_;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
@@ -35,6 +39,33 @@ void SGD::update(const TensorList& grads) {
     }
     p.add_(g, -lr_);
   }
+}
+
+bool SGD::update_fused(const TensorList& grads) {
+  // Momentum buffers are made from the first gradient (PyTorch's first step); until every
+  // parameter has one, the unfused update runs.
+  const SGDOptions& o = options_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!grads[i].defined()) return false;
+    if (o.momentum != 0.0 && (!momentum_[i].defined() || !momentum_[i].is_contiguous())) return false;
+    if (!params_[i].is_contiguous()) return false;
+  }
+  struct Group {
+    TensorList params, grads, buffers;
+  };
+  std::vector<std::pair<std::pair<Device, DType>, Group>> groups;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    const std::pair<Device, DType> key{p.device(), p.dtype()};
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == key; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {key, Group{}});
+    it->second.params.push_back(p);
+    it->second.grads.push_back(grads[i].contiguous());
+    if (o.momentum != 0.0) it->second.buffers.push_back(state_like(momentum_[i], p));
+  }
+  const SgdStepOptions step_options{lr_, o.momentum, o.dampening, o.weight_decay, o.nesterov};
+  for (auto& [key, g] : groups) sgd_step_(g.params, g.grads, g.buffers, step_options);
+  return true;
 }
 
 }  // namespace tg::optim

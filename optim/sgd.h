@@ -25,6 +25,10 @@ class SGD : public Optimizer {
   const SGDOptions& options() const { return options_; }
 
  private:
+  // The capturable update as one fused sgd_step_ per device and dtype; false (nothing done) while
+  // some parameter lacks a grad or a momentum buffer, or a tensor is not contiguous.
+  bool update_fused(const TensorList& grads);
+
   SGDOptions options_;
   TensorList momentum_;  // one buffer per parameter, created on its first update
 };

@@ -208,7 +208,12 @@ TEST(Optimizer, KernelsPerStep) {
   ops_in_step(adam, params);  // first step creates the moments
   EXPECT_EQ(ops_in_step(adam, params), 3 * 9);
 
-  // Capturable (the compiled and graphed path): one fused adam_step_ for the whole group.
+  // Capturable (the compiled and graphed path): one fused op for the whole group, once SGD's
+  // momentum buffers exist.
+  optim::SGD fused_sgd(params, {.lr = 0.1, .momentum = 0.9});
+  fused_sgd.set_capturable(true);
+  ops_in_step(fused_sgd, params);
+  EXPECT_EQ(ops_in_step(fused_sgd, params), 1);
   optim::Adam fused(params, {.lr = 0.1});
   fused.set_capturable(true);
   ops_in_step(fused, params);

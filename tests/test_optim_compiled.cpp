@@ -2,6 +2,9 @@
 // the CPU (aot_eager) and, with a GPU, as one replayed CUDA graph (cudagraphs).
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "support/test_support.h"
@@ -61,10 +64,13 @@ TEST(CompiledStep, CapturableAdamMatchesHostCountedAdam) {
   testing::expect_close(p2.detach(), p1.detach(), 1e-5, 1e-6);
 }
 
-TEST(CompiledStep, ParametersAreUpdatedInPlaceWithoutASecondBuffer) {
+// Three compiled steps of `Opt` over a weight and a bias; checks the weight kept its memory and
+// returns the ops of the compiled update.
+template <typename Opt, typename Options>
+std::map<std::string, int> ops_of_three_compiled_steps(Options options) {
   Tensor w = randn({8, 8}).requires_grad_(true), b = randn({8}).requires_grad_(true);
-  SGD sgd({w, b}, {.lr = 0.1});
-  CompiledStep step(sgd, {.backend = "aot_eager"});
+  Opt opt({w, b}, options);
+  CompiledStep step(opt, {.backend = "aot_eager"});
   const void* w_data = w.raw_data();
   for (int i = 0; i < 3; ++i) {
     w.set_grad(ones({8, 8}));
@@ -72,26 +78,41 @@ TEST(CompiledStep, ParametersAreUpdatedInPlaceWithoutASecondBuffer) {
     step.step();
   }
   EXPECT_EQ(w.raw_data(), w_data);
-  const auto& ops = step.counters().forward_ops;
+  return step.counters().forward_ops;
+}
+
+// The fused SGD (capturable) follows the unfused update step for step, momentum and Nesterov included.
+TEST(CompiledStep, FusedSgdMatchesTheUnfusedUpdate) {
+  for (bool nesterov : {false, true}) {
+    Tensor p1 = randn({5, 2}, {.dtype = kFloat64}).requires_grad_(true);
+    Tensor p2 = p1.detach().clone().requires_grad_(true);
+    const SGDOptions o{.lr = 0.05, .momentum = 0.9, .dampening = nesterov ? 0.0 : 0.1, .nesterov = nesterov,
+                       .weight_decay = 0.01};
+    SGD plain({p1}, o), fused({p2}, o);
+    fused.set_capturable(true);
+    for (int i = 0; i < 4; ++i) {
+      Tensor g = randn({5, 2}, {.dtype = kFloat64});
+      p1.set_grad(g.clone());
+      p2.set_grad(g.clone());
+      plain.step();
+      fused.step();
+    }
+    testing::expect_close(p2.detach(), p1.detach(), 1e-12, 1e-12);
+  }
+}
+
+TEST(CompiledStep, ParametersAreUpdatedInPlaceWithoutASecondBuffer) {
+  const auto ops = ops_of_three_compiled_steps<SGD>(SGDOptions{.lr = 0.1});
   EXPECT_EQ(ops.count("add"), 0u) << "functional copies of the parameters remain";
-  EXPECT_EQ(ops.at("add_"), 2);
+  EXPECT_EQ(ops.at("sgd_step_"), 1);  // one fused update for both parameters
+  EXPECT_EQ(ops.count("sgd_step"), 0u) << "the functional form was not turned back into the in-place op";
   EXPECT_EQ(ops.count("copy_back_"), 0u);
 }
 
 // The fused Adam writes parameters and moments in one node; the compiled graph runs it in place
 // (no functional copies, no write-backs).
 TEST(CompiledStep, AdamIsOneFusedNodeRunInPlace) {
-  Tensor w = randn({8, 8}).requires_grad_(true), b = randn({8}).requires_grad_(true);
-  Adam adam({w, b}, {.lr = 0.1});
-  CompiledStep step(adam, {.backend = "aot_eager"});
-  const void* w_data = w.raw_data();
-  for (int i = 0; i < 3; ++i) {
-    w.set_grad(ones({8, 8}));
-    b.set_grad(ones({8}));
-    step.step();
-  }
-  EXPECT_EQ(w.raw_data(), w_data);
-  const auto& ops = step.counters().forward_ops;
+  const auto ops = ops_of_three_compiled_steps<Adam>(AdamOptions{.lr = 0.1});
   EXPECT_EQ(ops.at("adam_step_"), 1);
   EXPECT_EQ(ops.count("adam_step"), 0u) << "the functional form was not turned back into the in-place op";
   EXPECT_EQ(ops.count("copy_back_"), 0u);

@@ -1,4 +1,4 @@
-// The fused optimizer op adam_step_: agreement with Adam's unfused formula, its errors, CPU against
+// The fused optimizer ops adam_step_ and sgd_step_: agreement with Adam's unfused formula, its errors, CPU against
 // CUDA over more parameters than one launch takes, and tracing (an op writing several inputs).
 #include <gtest/gtest.h>
 
@@ -99,6 +99,56 @@ TEST(AdamStep, TracedStepWritesEveryTargetBack) {
   for (const TensorList* l : {&s.params, &s.grads, &s.exp_avgs, &s.exp_avg_sqs, &s.steps})
     args.insert(args.end(), l->begin(), l->end());
   testing::expect_compiled_matches_eager(fn, args, {.compile = {.backend = "aot_eager"}, .calls = 3});
+}
+
+TEST(SgdStep, MatchesTheUnfusedFormulaWithAndWithoutMomentum) {
+  for (double momentum : {0.0, 0.9}) {
+    manual_seed(5);
+    AdamState s = make_state(3, kFloat64, kCPU);  // exp_avgs serve as the momentum buffers
+    const SgdStepOptions o{.lr = 0.1, .momentum = momentum, .dampening = 0.2, .weight_decay = 0.05};
+    std::vector<Tensor> expected, expected_buf;
+    for (size_t i = 0; i < s.params.size(); ++i) {
+      Tensor d = s.grads[i] + s.params[i] * o.weight_decay;
+      if (momentum != 0.0) {
+        expected_buf.push_back(s.exp_avgs[i] * momentum + d * (1 - o.dampening));
+        d = expected_buf.back();
+      }
+      expected.push_back(s.params[i] - d * o.lr);
+    }
+    {
+      NoGradGuard no_grad;
+      sgd_step_(s.params, s.grads, momentum != 0.0 ? s.exp_avgs : TensorList{}, o);
+    }
+    for (size_t i = 0; i < s.params.size(); ++i) {
+      testing::expect_close(s.params[i], expected[i], 1e-12, 1e-12);
+      if (momentum != 0.0) testing::expect_close(s.exp_avgs[i], expected_buf[i], 1e-12, 1e-12);
+    }
+  }
+  AdamState s = make_state(2, kFloat32, kCPU);
+  NoGradGuard no_grad;
+  EXPECT_THROW_MSG(sgd_step_(s.params, s.grads, {}, {.momentum = 0.9}), "expected 2 grads and 2 momentum buffers");
+}
+
+TEST(SgdStepCuda, MatchesCpuOverSeveralLaunches) {
+  TG_REQUIRE_CUDA();
+  manual_seed(6);
+  AdamState cpu = make_state(40, kFloat32, kCPU);
+  TensorList params, grads, bufs;
+  for (size_t i = 0; i < cpu.params.size(); ++i) {
+    params.push_back(cpu.params[i].to(cuda_device()));
+    grads.push_back(cpu.grads[i].to(cuda_device()));
+    bufs.push_back(cpu.exp_avgs[i].to(cuda_device()));
+  }
+  const SgdStepOptions o{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true};
+  NoGradGuard no_grad;
+  for (int k = 0; k < 3; ++k) {
+    sgd_step_(cpu.params, cpu.grads, cpu.exp_avgs, o);
+    sgd_step_(params, grads, bufs, o);
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    testing::expect_close(params[i].to(kCPU), cpu.params[i], 1e-5, 1e-5);
+    testing::expect_close(bufs[i].to(kCPU), cpu.exp_avgs[i], 1e-5, 1e-5);
+  }
 }
 
 TEST(AdamStepCuda, MatchesCpuOverSeveralLaunches) {

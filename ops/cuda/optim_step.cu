@@ -1,4 +1,4 @@
-// The fused Adam step on CUDA: parameters go to the kernel in groups of kTensorsPerLaunch (their
+// The fused optimizer steps on CUDA (Adam, SGD): parameters go to the kernel in groups of kTensorsPerLaunch (their
 // pointers passed by value, so a captured launch needs no device-side table); blockIdx.y picks the
 // parameter and blocks stride over its elements. The step counts advance in a second, tiny launch
 // once every block has read them.
@@ -96,7 +96,68 @@ void launch_groups(const TensorList& params, const TensorList& grads, const Tens
   }
 }
 
+// The pointers and sizes of up to kTensorsPerLaunch parameters, their grads and momentum buffers.
+template <typename T>
+struct SgdGroup {
+  T* params[kTensorsPerLaunch];
+  const T* grads[kTensorsPerLaunch];
+  T* buffers[kTensorsPerLaunch];  // null without momentum
+  int64_t numel[kTensorsPerLaunch];
+  int count;
+};
+
+template <typename T>
+__global__ void sgd_kernel(SgdGroup<T> group, SgdStepOptions o) {
+  const int i = static_cast<int>(blockIdx.y);
+  const int64_t n = group.numel[i];
+  const T lr = static_cast<T>(o.lr), momentum = static_cast<T>(o.momentum), wd = static_cast<T>(o.weight_decay);
+  const T keep = static_cast<T>(1.0 - o.dampening);
+  T* p = group.params[i];
+  const T* g = group.grads[i];
+  T* buf = group.buffers[i];
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < n; j += stride) {
+    T d = g[j] + wd * p[j];
+    if (buf != nullptr) {
+      const T b = momentum * buf[j] + keep * d;
+      buf[j] = b;
+      d = o.nesterov ? d + momentum * b : b;
+    }
+    p[j] -= lr * d;
+  }
+}
+
+template <typename T>
+void launch_sgd_groups(const TensorList& params, const TensorList& grads, const TensorList& buffers,
+                       const SgdStepOptions& o) {
+  cudaStream_t stream = current_stream();
+  for (size_t first = 0; first < params.size(); first += kTensorsPerLaunch) {
+    SgdGroup<T> group{};
+    int64_t max_numel = 0;
+    for (size_t i = first; i < std::min(params.size(), first + kTensorsPerLaunch); ++i) {
+      const int k = group.count++;
+      group.params[k] = params[i].data_ptr<T>();
+      group.grads[k] = grads[i].data_ptr<T>();
+      group.buffers[k] = buffers.empty() ? nullptr : buffers[i].data_ptr<T>();
+      group.numel[k] = params[i].numel();
+      max_numel = std::max(max_numel, group.numel[k]);
+    }
+    if (max_numel == 0) continue;
+    const dim3 grid(static_cast<unsigned>(std::min<int64_t>(blocks_for(max_numel, kThreads), kMaxBlocksPerTensor)),
+                    static_cast<unsigned>(group.count));
+    sgd_kernel<T><<<grid, kThreads, 0, stream>>>(group, o);
+    TG_CUDA_CHECK_LAUNCH();
+  }
+}
+
 }  // namespace
+
+void sgd_step(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
+              const SgdStepOptions& options) {
+  DeviceGuard device(params[0].device().index);
+  TG_DISPATCH_FLOATING(params[0].dtype(), "sgd_step_",
+                       [&] { launch_sgd_groups<scalar_t>(params, grads, momentum_buffers, options); });
+}
 
 void adam_step(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
                const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options) {

@@ -1,4 +1,4 @@
-// CUDA launcher of the fused Adam step: one kernel for up to kAdamTensorsPerLaunch parameters.
+// CUDA launchers of the fused optimizer steps: one kernel for up to 32 parameters.
 #pragma once
 
 #include "ops/optim_step.h"
@@ -8,5 +8,9 @@ namespace tg::cuda {
 // Updates params/exp_avgs/exp_avg_sqs/steps in place (validated by the op).
 void adam_step(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
                const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options);
+
+// Updates params (and momentum_buffers, when not empty) in place (validated by the op).
+void sgd_step(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
+              const SgdStepOptions& options);
 
 }  // namespace tg::cuda
