@@ -206,15 +206,14 @@ void Tracer::record_inplace(const OpPtr& op, const TensorList& inputs, const Ten
   for (int k : written) writes_elements = writes_elements || inputs[static_cast<size_t>(k)].numel() > 0;
   if (!writes_elements) return;
   // Every operand is read as it was before the write, also one that aliases a target.
+  std::vector<const StorageImpl*> targets;
+  for (int k : written) targets.push_back(inputs[static_cast<size_t>(k)].impl()->storage().get());
   std::vector<ValueId> ins;
   ins.reserve(inputs.size());
   for (const Tensor& t : inputs) {
-    const StorageImpl* target_storage = nullptr;
-    for (int k : written) {
-      const StorageImpl* s = inputs[static_cast<size_t>(k)].impl()->storage().get();
-      if (t.defined() && t.impl()->storage().get() == s) target_storage = s;
-    }
-    ins.push_back(target_storage ? value_before_write(t, target_storage) : value_of(t));
+    const bool written_here =
+        t.defined() && std::find(targets.begin(), targets.end(), t.impl()->storage().get()) != targets.end();
+    ins.push_back(written_here ? value_before_write(t, t.impl()->storage().get()) : value_of(t));
   }
   auto fop = std::make_shared<const FunctionalizedOp>(op);
   const std::vector<TensorMeta> metas = fop->infer(inputs);

@@ -1,6 +1,7 @@
 #include "ops/optim_step.h"
 
 #include <cmath>
+#include <initializer_list>
 
 #include "ops/dispatch.h"
 
@@ -52,6 +53,15 @@ void check_lists(const char* op, const TensorList& in, size_t lists, const std::
   }
 }
 
+// The schema of a fused step over n parameters that writes lists `written` (list k: inputs k*n..k*n+n-1).
+OpSchema fused_step_schema(std::string_view name, size_t n, std::initializer_list<size_t> written) {
+  OpSchema s{.name = name, .flags = kInPlace | kNonDifferentiable, .mutates = 0};
+  for (size_t list : written)
+    for (size_t i = list * n; i < (list + 1) * n; ++i)
+      if (i != 0) s.also_mutates.push_back(static_cast<int>(i));
+  return s;
+}
+
 // The metadata of every input `schema` writes, in order.
 std::vector<TensorMeta> written_metas(const OpSchema& schema, const TensorList& in) {
   std::vector<TensorMeta> out;
@@ -69,13 +79,8 @@ TensorList slice(const TensorList& in, size_t first, size_t n) {
 // adam_step_: writes params, exp_avgs, exp_avg_sqs and steps (inputs 0..n-1, 2n..5n-1).
 class AdamStepOp final : public Op {
  public:
-  AdamStepOp(size_t n, AdamStepOptions options) : options_(options) {
-    schema_.name = "adam_step_";
-    schema_.flags = kInPlace | kNonDifferentiable;
-    schema_.mutates = 0;
-    for (size_t i = 1; i < n; ++i) schema_.also_mutates.push_back(static_cast<int>(i));
-    for (size_t i = 2 * n; i < 5 * n; ++i) schema_.also_mutates.push_back(static_cast<int>(i));
-  }
+  AdamStepOp(size_t n, AdamStepOptions options)
+      : schema_(fused_step_schema("adam_step_", n, {0, 2, 3, 4})), options_(options) {}
   const OpSchema& schema() const override { return schema_; }
 
   std::vector<TensorMeta> infer(const TensorList& in) const override {
@@ -139,14 +144,10 @@ class AdamStepOp final : public Op {
 // sgd_step_: writes params (inputs 0..n-1) and, with momentum, the buffers (inputs 2n..3n-1).
 class SgdStepOp final : public Op {
  public:
-  SgdStepOp(size_t n, SgdStepOptions options) : options_(options) {
-    schema_.name = "sgd_step_";
-    schema_.flags = kInPlace | kNonDifferentiable;
-    schema_.mutates = 0;
-    for (size_t i = 1; i < n; ++i) schema_.also_mutates.push_back(static_cast<int>(i));
-    if (options.momentum != 0.0)
-      for (size_t i = 2 * n; i < 3 * n; ++i) schema_.also_mutates.push_back(static_cast<int>(i));
-  }
+  SgdStepOp(size_t n, SgdStepOptions options)
+      : schema_(options.momentum != 0.0 ? fused_step_schema("sgd_step_", n, {0, 2})
+                                        : fused_step_schema("sgd_step_", n, {0})),
+        options_(options) {}
   const OpSchema& schema() const override { return schema_; }
 
   std::vector<TensorMeta> infer(const TensorList& in) const override {

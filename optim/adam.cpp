@@ -1,6 +1,5 @@
 #include "optim/adam.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "autograd/grad_mode.h"
@@ -72,31 +71,23 @@ void Adam::update_fused(const TensorList& grads) {
   // The step counts live on the device, so a captured update computes the right bias corrections on
   // every replay; parameters sharing a device and dtype are updated by one fused op.
   device_steps_.resize(params_.size());
-  struct Group {
-    TensorList params, grads, exp_avgs, exp_avg_sqs, steps;
-  };
-  std::vector<std::pair<std::pair<Device, DType>, Group>> groups;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
-    if (!grads[i].defined()) continue;
-    const double t = static_cast<double>(++param_steps_[i]);
-    Tensor& steps = device_steps_[i];
-    if (!steps.defined() || steps.device() != p.device()) {
-      steps = full({}, t - 1.0, {.dtype = p.dtype(), .device = p.device()});
-    }
-    const std::pair<Device, DType> key{p.device(), p.dtype()};
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == key; });
-    if (it == groups.end()) it = groups.insert(groups.end(), {key, Group{}});
-    Group& g = it->second;
-    g.params.push_back(p);
-    g.grads.push_back(grads[i].contiguous());
-    g.exp_avgs.push_back(state_like(exp_avg_[i], p));
-    g.exp_avg_sqs.push_back(state_like(exp_avg_sq_[i], p));
-    g.steps.push_back(steps);
-  }
   const AdamOptions& o = options_;
   const AdamStepOptions step_options{lr_, o.beta1, o.beta2, o.eps, o.weight_decay, decoupled_};
-  for (auto& [key, g] : groups) adam_step_(g.params, g.grads, g.exp_avgs, g.exp_avg_sqs, g.steps, step_options);
+  for (const std::vector<size_t>& group : fused_groups(grads)) {
+    TensorList params, gs, exp_avgs, exp_avg_sqs, steps;
+    for (size_t i : group) {
+      Tensor& p = params_[i];
+      const double t = static_cast<double>(++param_steps_[i]);
+      Tensor& step = device_steps_[i];
+      if (!step.defined() || step.device() != p.device()) step = full({}, t - 1.0, {.dtype = p.dtype(), .device = p.device()});
+      params.push_back(p);
+      gs.push_back(grads[i].contiguous());
+      exp_avgs.push_back(state_like(exp_avg_[i], p));
+      exp_avg_sqs.push_back(state_like(exp_avg_sq_[i], p));
+      steps.push_back(step);
+    }
+    adam_step_(params, gs, exp_avgs, exp_avg_sqs, steps, step_options);
+  }
 }
 
 }  // namespace tg::optim

@@ -1,5 +1,7 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
+
 #include "autograd/grad_mode.h"
 #include "autograd/zero_grad.h"
 #include "ops/factory.h"
@@ -33,6 +35,20 @@ void Optimizer::set_lr(double lr) {
 }
 
 void Optimizer::zero_grad(bool set_to_none) { tg::zero_grad(params_, set_to_none); }
+
+std::vector<std::vector<size_t>> Optimizer::fused_groups(const TensorList& grads) const {
+  std::vector<std::vector<size_t>> groups;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    auto same_kind = [&](const std::vector<size_t>& g) {
+      return params_[g[0]].device() == params_[i].device() && params_[g[0]].dtype() == params_[i].dtype();
+    };
+    auto it = std::find_if(groups.begin(), groups.end(), same_kind);
+    if (it == groups.end()) it = groups.insert(groups.end(), std::vector<size_t>{});
+    it->push_back(i);
+  }
+  return groups;
+}
 
 Tensor& Optimizer::state_like(Tensor& state, const Tensor& p) {
   if (!state.defined()) {

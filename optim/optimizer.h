@@ -3,6 +3,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -43,6 +44,9 @@ class Optimizer {
   void set_lr(double lr);
 
  protected:
+  // Indices of the parameters that have a gradient, grouped by device and dtype in order of first
+  // appearance: the parameters one fused update can take together.
+  std::vector<std::vector<size_t>> fused_groups(const TensorList& grads) const;
   // Zeros like `p` the first time, and follows `p` to its device if the module moved since.
   static Tensor& state_like(Tensor& state, const Tensor& p);
   // Checks that dict[key] exists and matches `like`'s dtype and shape (or is a 0-dim number when

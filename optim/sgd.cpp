@@ -1,7 +1,5 @@
 #include "optim/sgd.h"
 
-#include <algorithm>
-
 #include "autograd/grad_mode.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
@@ -50,21 +48,16 @@ bool SGD::update_fused(const TensorList& grads) {
     if (o.momentum != 0.0 && (!momentum_[i].defined() || !momentum_[i].is_contiguous())) return false;
     if (!params_[i].is_contiguous()) return false;
   }
-  struct Group {
-    TensorList params, grads, buffers;
-  };
-  std::vector<std::pair<std::pair<Device, DType>, Group>> groups;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
-    const std::pair<Device, DType> key{p.device(), p.dtype()};
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == key; });
-    if (it == groups.end()) it = groups.insert(groups.end(), {key, Group{}});
-    it->second.params.push_back(p);
-    it->second.grads.push_back(grads[i].contiguous());
-    if (o.momentum != 0.0) it->second.buffers.push_back(state_like(momentum_[i], p));
-  }
   const SgdStepOptions step_options{lr_, o.momentum, o.dampening, o.weight_decay, o.nesterov};
-  for (auto& [key, g] : groups) sgd_step_(g.params, g.grads, g.buffers, step_options);
+  for (const std::vector<size_t>& group : fused_groups(grads)) {
+    TensorList params, gs, buffers;
+    for (size_t i : group) {
+      params.push_back(params_[i]);
+      gs.push_back(grads[i].contiguous());
+      if (o.momentum != 0.0) buffers.push_back(state_like(momentum_[i], params_[i]));
+    }
+    sgd_step_(params, gs, buffers, step_options);
+  }
   return true;
 }
 
