@@ -64,7 +64,11 @@ Tensor& Tensor::requires_grad_(bool value) {
            "want to use a computed variable in a subgraph that doesn't require differentiation use detach().");
   TG_CHECK(!value || is_floating(dtype()), "[requires_grad_] only Tensors of floating point dtype can require "
            "gradients, got ", dtype_name(dtype()));
-  checked()->autograd().requires_grad = value;
+  TensorImpl* impl = checked();
+  // A leaf view that starts requiring grad becomes its own autograd root: a write through a view of it
+  // is then checked against it, and no history is ever grafted onto the tensor it was cut from.
+  if (value && is_leaf()) impl->set_view_base(nullptr);
+  impl->autograd().requires_grad = value;
   return *this;
 }
 

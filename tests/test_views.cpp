@@ -325,6 +325,20 @@ TEST(ViewGrad, InPlaceOnViewOfLeafErrors) {
   }
 }
 
+// A view made to require grad is a leaf of its own: views of it are views of a leaf that requires grad,
+// and a write through one is rejected instead of grafting history onto the tensor it was cut from.
+TEST(ViewGrad, ALeafViewThatRequiresGradIsItsOwnRoot) {
+  Tensor cut_from = random_tensor({4, 1}, kFloat64, false);
+  Tensor leaf = cut_from.transpose(0, 1);
+  leaf.requires_grad_(true);
+  Tensor view = leaf.reshape({1, 4});
+  EXPECT_THROW_MSG(view.copy_(leaf.abs()), "a view of a leaf Variable that requires grad");
+  EXPECT_FALSE(cut_from.requires_grad());
+  Tensor loss = (leaf * leaf).sum();
+  loss.backward();
+  expect_close(leaf.grad(), leaf.detach() * 2.0);
+}
+
 TEST(ViewGrad, ExpandedViewCannotBeWrittenInPlace) {
   Tensor x = zeros({3, 1});
   EXPECT_THROW_MSG(x.expand({3, 4}).add_(1.0), "more than one element of the written-to tensor");
