@@ -7,18 +7,19 @@ namespace tg {
 SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output) {
   if (!t.defined()) return;
   version_ = t.version();
-  if (!is_output && (t.is_leaf() || !t.requires_grad())) {
-    data_ = t;  // a leaf keeps its identity: its gradient accumulates into it
+  if (!is_output && t.is_leaf() && t.requires_grad()) {
+    data_ = t;  // a leaf that requires grad keeps its identity: its gradient accumulates into it
     return;
   }
   if (!is_output) {
-    // A non-leaf keeps the history it had when saved, not the live tensor: a view's base can later
-    // take a history (an in-place write through a view) that leads back to the node saving it.
+    // Any other input keeps the data and the history it had when saved, not the live tensor: the
+    // tensor (or a view's base) can later take a history from an in-place write that leads back to
+    // the node saving it, and holding it would close a reference cycle.
     const TensorImpl& src = *t.impl();
     data_ = Tensor(std::make_shared<TensorImpl>(src.storage(), src.sizes(), src.strides(), src.storage_offset(),
                                                 src.dtype()));
     grad_fn_ = t.grad_fn();
-    requires_grad_ = true;
+    requires_grad_ = t.requires_grad();
     output_nr_ = t.output_nr();
     return;
   }
