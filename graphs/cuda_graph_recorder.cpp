@@ -76,6 +76,8 @@ class CudaRecorder final : public GraphRecorder {
   }
 
   void warm_up(const std::function<void()>& fn) override {
+    // One-time set-up (the cuBLAS handle and its workspace) happens here, not in the recording.
+    (void)cuda::cublas_handle(device_.index);
     cuda::MempoolGuard route(pool_, device_.index);
     fn();
   }

@@ -72,6 +72,31 @@ TEST(CudagraphPool, LiveBlocksFallWhenOutputsDie) {
   EXPECT_EQ(f.counters().graphs_captured, 1);
 }
 
+// A recording frees each intermediate after its last reader, as eager execution does, so a chain
+// of elementwise ops needs a few buffers while it is captured, not one per op.
+TEST(CudagraphPool, ARecordingReusesTheMemoryOfDeadIntermediates) {
+  TG_REQUIRE_CUDA();
+  constexpr int kOps = 8;
+  auto chain = [](const Tensor& x) {
+    Tensor y = x;
+    for (int i = 0; i < kOps; ++i) y = (y * 0.5).sin();
+    return y;
+  };
+  auto f = compile(chain, kCudagraphs);
+  Tensor x = cuda_randn({kBig});
+  f(x);  // warm-up
+  cuda::synchronize();
+  const int64_t before = cuda::memory_allocated();
+  cuda::reset_peak_memory_stats();
+  Tensor y = f(x);  // recorded here
+  ASSERT_EQ(f.counters().graphs_captured, 1);
+  const int64_t buffer_bytes = kBig * 4;
+  EXPECT_LE(cuda::max_memory_allocated() - before, 4 * buffer_bytes)
+      << "a recording of " << 2 * kOps << " elementwise ops held more than four 4 MiB buffers at once";
+  expect_close(y, chain(x), 1e-5, 1e-6);
+  expect_close(f(x), chain(x), 1e-5, 1e-6);  // replayed
+}
+
 TEST(CudagraphPool, ReplayTakesMemoryBackFromAnotherGraphsEarlierOutput) {
   TG_REQUIRE_CUDA();
   auto first = compile([](const Tensor& x) { return x * 2 + 1; }, kCudagraphs);
