@@ -64,6 +64,23 @@ TEST(Engine, SavedTensorModifiedInPlaceIsAnError) {
   EXPECT_THROW_MSG(y.backward(), "is at version 1; expected version 0 instead");
 }
 
+// A tensor without history that a node saves, then written in place with a value computed from that
+// node's output, takes a history leading back to the node. Were the node holding the tensor itself,
+// the two would keep each other alive for ever; it holds the data and the history of save time.
+TEST(Engine, ASavedTensorThatLaterTakesAHistoryFormsNoCycle) {
+  std::weak_ptr<Node> mul_node;
+  {
+    Tensor b = vec({1.0, 2.0, 3.0}).requires_grad_();
+    Tensor c = vec({4.0, 5.0, 6.0});  // no history: MulBackward saves it for b's gradient
+    Tensor y = b * c;
+    mul_node = y.grad_fn();
+    c.add_(y);  // c's history now leads through y to the node that saved it
+    ASSERT_TRUE(c.requires_grad());
+    EXPECT_THROW_MSG(c.sum().backward(), "modified by an inplace operation");
+  }
+  EXPECT_TRUE(mul_node.expired()) << "the node that saved c outlived every tensor: a reference cycle";
+}
+
 TEST(Engine, InPlaceThroughADetachedAliasIsAlsoDetected) {
   Tensor x = vec({1.0, 2.0}).requires_grad_();
   Tensor y = exp(x);  // saves its output
