@@ -11,7 +11,7 @@ namespace tg::data {
 // One batch's pinned host buffers (one per dataset tensor) and the end of their last device copy.
 struct DataLoader::Slot {
   TensorList buffers;
-  std::vector<cuda::CopyEvent> copies;
+  cuda::CopyEvent copied;
   int64_t rows = 0;
 };
 
@@ -36,7 +36,6 @@ DataLoader::DataLoader(TensorDataset dataset, DataLoaderOptions options, std::sh
       shape[0] = options_.batch_size;
       slot->buffers.push_back(cuda::empty_pinned(shape, t.dtype()));
     }
-    slot->copies.resize(dataset_.tensors().size());
     slots_.push_back(std::move(slot));
   }
 }
@@ -92,7 +91,7 @@ void DataLoader::produce(std::vector<int64_t> indices) {
     }
     Slot& slot = *slots_[static_cast<size_t>(s)];
     // The buffers may still be the source of a device copy: wait for its end before refilling.
-    for (const cuda::CopyEvent& e : slot.copies) e.synchronize();
+    slot.copied.synchronize();
     slot.rows = std::min(bs, n - start);
     for (size_t k = 0; k < slot.buffers.size(); ++k) {
       const Tensor& src = dataset_.tensors()[k];
@@ -124,29 +123,30 @@ std::optional<TensorList> DataLoader::next() {
     --remaining_;
   }
   Slot& slot = *slots_[static_cast<size_t>(s)];
-  TensorList batch;
+  TensorList host, batch;
   for (size_t k = 0; k < slot.buffers.size(); ++k) {
-    const Tensor host = slot.buffers[k].narrow(0, 0, slot.rows);
+    host.push_back(slot.buffers[k].narrow(0, 0, slot.rows));
     if (options_.static_buffers) {
       if (static_.size() <= k) {
-        Tensor buffer = empty(slot.buffers[k].sizes(), {.dtype = host.dtype(), .device = options_.device});
+        Tensor buffer = empty(slot.buffers[k].sizes(), {.dtype = host[k].dtype(), .device = options_.device});
         mark_static_address(buffer);
         static_.push_back(std::move(buffer));
       }
-      Tensor dst = static_[k].narrow(0, 0, slot.rows);
-      if (copy_stream_) {
-        slot.copies[k] = copy_stream_->copy_to_device(dst, host);
-      } else {
-        dst.copy_(host);
-      }
-      batch.push_back(std::move(dst));
+      batch.push_back(static_[k].narrow(0, 0, slot.rows));
     } else if (copy_stream_) {
-      Tensor dst = empty(host.sizes(), {.dtype = host.dtype(), .device = options_.device});
-      slot.copies[k] = copy_stream_->copy_to_device(dst, host);
-      batch.push_back(std::move(dst));
+      batch.push_back(empty(host[k].sizes(), {.dtype = host[k].dtype(), .device = options_.device}));
     } else {
-      batch.push_back(host.clone());
+      batch.push_back(host[k].clone());
     }
+  }
+  if (options_.static_buffers && options_.device.is_cuda()) {
+    // The static buffers are still read by the previous step's work on the current stream, so the
+    // copy is ordered after it there: a side stream would add two waits and overlap nothing.
+    cuda::copy_to_device(batch, host, slot.copied);
+  } else if (options_.static_buffers) {
+    for (size_t k = 0; k < batch.size(); ++k) batch[k].copy_(host[k]);
+  } else if (copy_stream_) {
+    copy_stream_->copy_to_device(batch, host, slot.copied);
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -1,5 +1,6 @@
 // DataLoader: batches of a TensorDataset, gathered by a background thread into pinned host memory
-// and copied to the device asynchronously on a side stream.
+// and copied to the device asynchronously (on a side stream into fresh tensors; in stream order
+// into static buffers).
 #pragma once
 
 #include <condition_variable>
@@ -28,7 +29,8 @@ struct DataLoaderOptions {
   int prefetch = 2;         // batches gathered ahead by the background thread
   // Deliver every batch in the same tensors (one per dataset tensor, marked as static addresses),
   // so CUDA graphs read them in place instead of re-recording for new addresses. Each batch then
-  // overwrites the previous one's tensors (the copy waits for the work already queued on them).
+  // overwrites the previous one's tensors (the copy runs on the current stream, after the work
+  // already queued on them).
   bool static_buffers = false;
 };
 

@@ -48,13 +48,41 @@ void CopyEvent::synchronize() const {
 #ifdef TG_WITH_CUDA
 namespace {
 
-std::shared_ptr<void> new_event() {
-  cudaEvent_t e = nullptr;
-  TG_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  return std::shared_ptr<void>(e, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
+void check_copy(const Tensor& dst, const Tensor& src) {
+  TG_CHECK(src.is_cpu() && dst.is_cuda() && src.is_contiguous() && dst.is_contiguous(),
+           "[copy_to_device] expected a contiguous host source and a contiguous CUDA destination, got ",
+           src.device().str(), " -> ", dst.device().str());
+  TG_CHECK(src.numel() == dst.numel() && src.dtype() == dst.dtype(), "[copy_to_device] source and destination ",
+           "differ in size or dtype: ", src.numel(), " ", dtype_name(src.dtype()), " vs ", dst.numel(), " ",
+           dtype_name(dst.dtype()));
+}
+
+void copy_all(const TensorList& dst, const TensorList& src, cudaStream_t stream) {
+  TG_CHECK(dst.size() == src.size(), "[copy_to_device] ", src.size(), " sources for ", dst.size(), " destinations");
+  for (size_t i = 0; i < dst.size(); ++i) {
+    check_copy(dst[i], src[i]);
+    const auto nbytes = static_cast<size_t>(src[i].numel() * src[i].element_size());
+    if (nbytes > 0)
+      TG_CUDA_CHECK(cudaMemcpyAsync(dst[i].raw_data(), src[i].raw_data(), nbytes, cudaMemcpyHostToDevice, stream));
+  }
 }
 
 }  // namespace
+
+void CopyEvent::record(void* stream) {
+  if (!event_) {
+    cudaEvent_t e = nullptr;
+    TG_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    event_ = std::shared_ptr<void>(e, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
+  }
+  cudaStream_t s = stream != nullptr ? static_cast<cudaStream_t>(stream) : current_stream();
+  TG_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_.get()), s));
+}
+
+void copy_to_device(const TensorList& dst, const TensorList& src, CopyEvent& done) {
+  copy_all(dst, src, current_stream());
+  done.record();
+}
 
 CopyStream::CopyStream(int device) : device_(device) {
   TG_CHECK(cuda_is_available(), "[CopyStream] no CUDA device is available");
@@ -65,39 +93,27 @@ CopyStream::CopyStream(int device) : device_(device) {
 }
 
 CopyStream::~CopyStream() {
-  if (stream_) {
-    cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
-    cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
-  }
+  if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
 
-CopyEvent CopyStream::copy_to_device(const Tensor& dst, const Tensor& src) {
-  TG_CHECK(src.is_cpu() && dst.is_cuda() && src.is_contiguous() && dst.is_contiguous(),
-           "[CopyStream] expected a contiguous host source and a contiguous CUDA destination, got ",
-           src.device().str(), " -> ", dst.device().str());
-  TG_CHECK(src.numel() == dst.numel() && src.dtype() == dst.dtype(), "[CopyStream] source and destination differ in ",
-           "size or dtype: ", src.numel(), " ", dtype_name(src.dtype()), " vs ", dst.numel(), " ",
-           dtype_name(dst.dtype()));
+void CopyStream::copy_to_device(const TensorList& dst, const TensorList& src, CopyEvent& done) {
   auto side = static_cast<cudaStream_t>(stream_);
-  cudaStream_t compute = current_stream();
-  auto before = new_event();
-  TG_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(before.get()), compute));
-  TG_CUDA_CHECK(cudaStreamWaitEvent(side, static_cast<cudaEvent_t>(before.get()), 0));
-  const auto nbytes = static_cast<size_t>(src.numel() * src.element_size());
-  if (nbytes > 0) {
-    TG_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes, cudaMemcpyHostToDevice, side));
-  }
-  auto done = new_event();
-  TG_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(done.get()), side));
-  TG_CUDA_CHECK(cudaStreamWaitEvent(compute, static_cast<cudaEvent_t>(done.get()), 0));
-  return CopyEvent(std::move(done));
+  compute_ready_.record();
+  TG_CUDA_CHECK(cudaStreamWaitEvent(side, static_cast<cudaEvent_t>(compute_ready_.handle()), 0));
+  copy_all(dst, src, side);
+  done.record(side);
+  TG_CUDA_CHECK(cudaStreamWaitEvent(current_stream(), static_cast<cudaEvent_t>(done.handle()), 0));
 }
 #else
+void CopyEvent::record(void*) { TG_FAIL("[CopyEvent] this build has no CUDA backend"); }
+void copy_to_device(const TensorList&, const TensorList&, CopyEvent&) {
+  TG_FAIL("[copy_to_device] this build has no CUDA backend");
+}
 CopyStream::CopyStream(int device) : device_(device) {
   TG_FAIL("[CopyStream] this build has no CUDA backend (device cuda:", device, " asked for)");
 }
 CopyStream::~CopyStream() = default;
-CopyEvent CopyStream::copy_to_device(const Tensor&, const Tensor&) {
+void CopyStream::copy_to_device(const TensorList&, const TensorList&, CopyEvent&) {
   TG_FAIL("[CopyStream] this build has no CUDA backend");
 }
 #endif
