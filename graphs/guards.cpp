@@ -15,21 +15,24 @@ int32_t alias_index(const TensorList& args, size_t i) {
 
 std::string bool_str(bool b) { return b ? "true" : "false"; }
 
-std::optional<std::string> compare(const std::string& who, const ArgumentGuard& g, const Tensor& t) {
+// What differs between a guard and a tensor, as " size mismatch: expected ..., got ..."; the caller
+// prefixes the tensor's name (built only when a guard fails).
+std::optional<std::string> compare(const ArgumentGuard& g, const Tensor& t) {
   if (t.sizes() != g.meta.sizes)
-    return who + " size mismatch: expected " + shape_str(g.meta.sizes) + ", got " + shape_str(t.sizes());
+    return " size mismatch: expected " + shape_str(g.meta.sizes) + ", got " + shape_str(t.sizes());
   if (t.strides() != g.meta.strides)
-    return who + " stride mismatch: expected " + shape_str(g.meta.strides) + ", got " + shape_str(t.strides());
+    return " stride mismatch: expected " + shape_str(g.meta.strides) + ", got " + shape_str(t.strides());
   if (t.dtype() != g.meta.dtype)
-    return who + " dtype mismatch: expected " + std::string(dtype_name(g.meta.dtype)) + ", got " +
+    return " dtype mismatch: expected " + std::string(dtype_name(g.meta.dtype)) + ", got " +
            std::string(dtype_name(t.dtype()));
   if (t.device() != g.meta.device)
-    return who + " device mismatch: expected " + g.meta.device.str() + ", got " + t.device().str();
+    return " device mismatch: expected " + g.meta.device.str() + ", got " + t.device().str();
   if (t.requires_grad() != g.requires_grad)
-    return who + " requires_grad mismatch: expected " + bool_str(g.requires_grad) + ", got " +
-           bool_str(t.requires_grad());
+    return " requires_grad mismatch: expected " + bool_str(g.requires_grad) + ", got " + bool_str(t.requires_grad());
   return std::nullopt;
 }
+
+std::string captured_name(size_t i) { return "captured tensor 'lifted" + std::to_string(i) + "'"; }
 
 }  // namespace
 
@@ -105,7 +108,7 @@ std::optional<std::string> Guards::check(const TensorList& args, const std::vect
   if (is_grad_enabled() != grad_enabled_)
     return "grad mode mismatch: expected " + bool_str(grad_enabled_) + ", got " + bool_str(is_grad_enabled());
   for (size_t i = 0; i < args.size(); ++i) {
-    if (auto r = compare(name(i), args_[i], args[i])) return r;
+    if (auto r = compare(args_[i], args[i])) return name(i) + *r;
     const int32_t alias = alias_index(args, i);
     if (alias != args_[i].alias_of) {
       // Reported as the guard that failed, in the style of "L['y'] is L['x']".
@@ -114,13 +117,12 @@ std::optional<std::string> Guards::check(const TensorList& args, const std::vect
     }
   }
   for (size_t i = 0; i < captured_.size(); ++i) {
-    const std::string who = "captured tensor 'lifted" + std::to_string(i) + "'";
     std::shared_ptr<TensorImpl> impl = captured_[i].tensor.lock();
     // Only compiled code still refers to it: the caller's variable now names another tensor. (A
     // storage swapped under the same tensor needs no retrace: each call reads the tensor as it is,
     // and a CUDA graph re-records for the new address.)
-    if (!impl) return who + " was replaced";
-    if (auto r = compare(who, captured_[i].meta, Tensor(std::move(impl)))) return r;
+    if (!impl) return captured_name(i) + " was replaced";
+    if (auto r = compare(captured_[i].meta, Tensor(std::move(impl)))) return captured_name(i) + *r;
   }
   for (const HostGuard& h : host_)
     if (auto r = h.check()) return r;
