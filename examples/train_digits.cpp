@@ -227,7 +227,7 @@ static int run(int argc, char** argv) {
   // Full batches only (drop_last), so every step has the same shapes and replays the same graphs.
   tg::data::DataLoader loader(tg::data::TensorDataset({x_train, y_train}),
                               {.batch_size = opt.batch_size, .shuffle = true, .seed = opt.seed, .drop_last = true,
-                               .device = opt.device, .static_buffers = opt.compile == "cudagraphs"});
+                               .device = opt.device, .prefetch = 4, .static_buffers = opt.compile == "cudagraphs"});
 
   tg::manual_seed(opt.seed);
   std::shared_ptr<tg::nn::Module> model = digits::make_model(opt.model, kFeatures, kClasses);
@@ -236,7 +236,14 @@ static int run(int argc, char** argv) {
 
   // The loss (forward; its backward is compiled with it) and the optimizer step, compiled or eager.
   std::function<tg::Tensor(const tg::Tensor&, const tg::Tensor&)> loss_fn;
-  auto eager_loss = [m = model.get()](const tg::Tensor& x, const tg::Tensor& y) { return tg::cross_entropy((*m)(x), y); };
+  // The epoch's running loss is summed on the device by the loss function itself (one tensor for the
+  // whole run, zeroed per epoch), so compiled runs add it inside their graph.
+  tg::Tensor loss_sum = tg::zeros({}, {.device = opt.device});
+  auto eager_loss = [m = model.get(), &loss_sum](const tg::Tensor& x, const tg::Tensor& y) {
+    tg::Tensor loss = tg::cross_entropy((*m)(x), y);
+    loss_sum.add_(loss.detach());
+    return loss;
+  };
   std::shared_ptr<tg::Compiled<decltype(eager_loss)>> compiled_loss;
   std::unique_ptr<tg::optim::CompiledStep> compiled_step;
   if (opt.compile == "none") {
@@ -278,7 +285,7 @@ static int run(int argc, char** argv) {
 
   for (int epoch = first_epoch; epoch <= opt.epochs; ++epoch) {
     loader.start_epoch(epoch);
-    tg::Tensor loss_sum = tg::zeros({}, {.device = opt.device});
+    loss_sum.zero_();
     int64_t b = 0;
     if (steps >= kWarmupSteps) timed_from = Clock::now();
     while (auto batch = loader.next()) {
@@ -289,10 +296,6 @@ static int run(int argc, char** argv) {
         compiled_step->step();
       } else {
         optimizer.step();
-      }
-      {
-        tg::NoGradGuard no_grad;
-        loss_sum.add_(loss);
       }
       ++b;
       if (++steps == kWarmupSteps) {
