@@ -69,6 +69,7 @@ class GraphTask {
       TensorList out;
       {
         SequenceNrScope scope(static_cast<int64_t>(node->sequence_nr()));
+        if (!keep_graph_) node->will_release_saved();
         out = node->apply(std::move(grads));
       }
       if (!keep_graph_) node->release_saved();

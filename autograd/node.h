@@ -32,6 +32,9 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual std::string name() const = 0;
   // Drops saved tensors after a backward that does not retain the graph.
   virtual void release_saved() {}
+  // Called just before apply() in a backward that does not retain the graph (release_saved()
+  // follows it): the node may hand its saved tensors to the computation and let them go early.
+  virtual void will_release_saved() {}
 
   const std::vector<Edge>& next_edges() const { return next_edges_; }
   std::vector<Edge>& mutable_next_edges() { return next_edges_; }

@@ -195,7 +195,7 @@ TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorLi
   TensorList fw_inputs;
   fw_inputs.reserve(fw.inputs.size());
   for (const GraphInput& in : fw.inputs) fw_inputs.push_back(primal({in.kind, in.index}, args, captured));
-  TensorList results = entry->forward->run(fw_inputs);
+  TensorList results = entry->forward->run(std::move(fw_inputs));
 
   const size_t n_out = joint.num_user_outputs;
   const size_t n_mut = joint.mutated.size();
@@ -247,11 +247,11 @@ TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorLi
     tangent_metas.push_back(contiguous_meta(outputs[i].sizes(), outputs[i].dtype(), outputs[i].device()));
   }
   if (diff_outputs.empty()) return outputs;
-  auto runner = [entry](const TensorList& saved_values, const TensorList& tangents) -> TensorList {
+  auto runner = [entry](TensorList saved_values, const TensorList& tangents) -> TensorList {
     if (entry->joint.backward_refused) throw DoubleBackwardError();
-    TensorList inputs = saved_values;
+    TensorList inputs = std::move(saved_values);
     inputs.insert(inputs.end(), tangents.begin(), tangents.end());
-    return entry->backward->run(inputs);
+    return entry->backward->run(std::move(inputs));
   };
   auto node = std::make_shared<CompiledBackward>(runner, std::move(saved), std::move(tangent_metas),
                                                  entry->cudagraphs ? pending_backward_token() : nullptr);

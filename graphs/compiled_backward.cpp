@@ -53,7 +53,12 @@ TensorList CompiledBackward::apply(TensorList&& grad_outputs) {
     if (!g.defined()) g = zeros(m.sizes, {.dtype = m.dtype, .device = m.device});
     tangents.push_back(g.is_contiguous() ? g : g.contiguous());
   }
-  return runner_(saved_, tangents);
+  if (!hand_over_saved_) return runner_(saved_, tangents);
+  // The graph is not kept: the backward graph owns the saved values and frees each after its last
+  // reader, as eager autograd frees a node's saved tensors once it has run.
+  hand_over_saved_ = false;
+  released_ = true;
+  return runner_(std::move(saved_), tangents);
 }
 
 void CompiledBackward::release_saved() {

@@ -13,7 +13,7 @@ namespace tg::graphs {
 class CompiledBackward final : public Node {
  public:
   // run_backward(saved, tangents) returns one gradient per next edge.
-  using Runner = std::function<TensorList(const TensorList& saved, const TensorList& tangents)>;
+  using Runner = std::function<TensorList(TensorList saved, const TensorList& tangents)>;
 
   // `pending` (may be null) is held until the backward has run or the node is gone.
   CompiledBackward(Runner runner, TensorList saved, std::vector<TensorMeta> tangent_metas,
@@ -21,12 +21,14 @@ class CompiledBackward final : public Node {
   TensorList apply(TensorList&& grad_outputs) override;
   std::string name() const override { return "CompiledFunctionBackward"; }
   void release_saved() override;
+  void will_release_saved() override { hand_over_saved_ = true; }
 
  private:
   Runner runner_;
   TensorList saved_;
   std::shared_ptr<void> pending_;
   bool released_ = false;
+  bool hand_over_saved_ = false;  // the next apply() gives the saved values to the backward graph
 };
 
 }  // namespace tg::graphs

@@ -126,14 +126,14 @@ std::vector<std::vector<ValueId>> CudaGraphExecutor::internal_last_uses(const Se
 
 bool CudaGraphExecutor::is_static(ValueId v) const { return static_values_[static_cast<size_t>(v)]; }
 
-TensorList CudaGraphExecutor::run(const TensorList& inputs) {
+TensorList CudaGraphExecutor::run(TensorList inputs) {
   TG_CHECK(inputs.size() == graph_.inputs.size(), "[cudagraphs] graph expects ", graph_.inputs.size(),
            " inputs, got ", inputs.size());
   if (starts_step_) begin_forward_call();
   NoGradGuard no_grad;
   std::vector<Tensor> env(graph_.values.size());
   for (const auto& [id, t] : graph_.constants) env[static_cast<size_t>(id)] = t;
-  for (size_t i = 0; i < inputs.size(); ++i) env[static_cast<size_t>(graph_.inputs[i].value)] = inputs[i];
+  for (size_t i = 0; i < inputs.size(); ++i) env[static_cast<size_t>(graph_.inputs[i].value)] = std::move(inputs[i]);
   for (size_t s = 0; s < plan_.segments.size(); ++s) {
     const Segment& seg = plan_.segments[s];
     if (seg.captured) {

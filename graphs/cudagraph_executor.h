@@ -35,7 +35,7 @@ class CudaGraphExecutor final : public Executor {
                     CompileCounters* counters, std::string label, bool starts_step, int max_instances = 8,
                     DeviceType capture_on = DeviceType::CUDA);
   ~CudaGraphExecutor() override;
-  TensorList run(const TensorList& inputs) override;
+  TensorList run(TensorList inputs) override;
   const Graph& graph() const { return graph_; }
   const SegmentPlan& plan() const { return plan_; }
 

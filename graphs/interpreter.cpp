@@ -19,13 +19,13 @@ Interpreter::Interpreter(const Graph& graph) : graph_(graph), release_after_(gra
       release_after_[static_cast<size_t>(last_use[v])].push_back(static_cast<ValueId>(v));
 }
 
-TensorList Interpreter::run(const TensorList& inputs) {
+TensorList Interpreter::run(TensorList inputs) {
   TG_CHECK(inputs.size() == graph_.inputs.size(), "[interpreter] graph expects ", graph_.inputs.size(),
            " inputs, got ", inputs.size());
   NoGradGuard no_grad;
   std::vector<Tensor> env(graph_.values.size());
   for (const auto& [id, t] : graph_.constants) env[static_cast<size_t>(id)] = t;
-  for (size_t i = 0; i < inputs.size(); ++i) env[static_cast<size_t>(graph_.inputs[i].value)] = inputs[i];
+  for (size_t i = 0; i < inputs.size(); ++i) env[static_cast<size_t>(graph_.inputs[i].value)] = std::move(inputs[i]);
   run_nodes(env, 0, graph_.nodes.size());
   TensorList result;
   result.reserve(graph_.outputs.size());

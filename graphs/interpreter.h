@@ -13,7 +13,7 @@ namespace tg::graphs {
 class Interpreter final : public Executor {
  public:
   explicit Interpreter(const Graph& graph);
-  TensorList run(const TensorList& inputs) override;
+  TensorList run(TensorList inputs) override;
   // Runs nodes [first, last) of the graph over `env` (values by id), releasing dead values.
   void run_nodes(std::vector<Tensor>& env, size_t first, size_t last) const;
   const Graph& graph() const { return graph_; }

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 
+#include "autograd/op_node.h"
 #include "graphs/compile.h"
+#include "graphs/compiled_backward.h"
 #include "graphs/interpreter.h"
 #include "graphs/testing/parity.h"
 #include "support/test_support.h"
@@ -233,6 +235,39 @@ TEST(Interpreter, RunsGraphWithoutTape) {
   TensorList out = interp.run({x});
   EXPECT_FALSE(out[0].requires_grad());
   EXPECT_NEAR(out[0].item<float>(), x.detach().exp().sum().item<float>(), 1e-5);
+}
+
+Tensor vec(std::vector<double> v) { return from_vector(v, {static_cast<int64_t>(v.size())}); }
+
+// A compiled backward hands its saved values to the backward graph when the graph is not kept, so
+// they can be freed as it runs (as eager autograd frees each node's); retain_graph keeps them.
+TEST(CompiledBackwardNode, HandsItsSavedValuesOverUnlessTheGraphIsKept) {
+  for (bool retain : {false, true}) {
+    Tensor x = vec({1.0, 2.0}).requires_grad_();
+    std::weak_ptr<TensorImpl> saved_seen;
+    bool gone_during_run = false;
+    auto runner = [&](TensorList saved, const TensorList& tangents) {
+      saved_seen = saved[0].impl_ptr();
+      saved.clear();
+      gone_during_run = saved_seen.expired();
+      return TensorList{tangents[0] * 2.0};
+    };
+    auto node = std::make_shared<graphs::CompiledBackward>(runner, TensorList{vec({3.0, 4.0})},
+                                                           std::vector<TensorMeta>{meta_of(x)});
+    node->mutable_next_edges().push_back(gradient_edge(x));
+    Tensor out = x.detach().clone();
+    out.impl()->autograd().grad_fn = node;
+    out.impl()->autograd().output_nr = 0;
+    out.backward(vec({1.0, 1.0}), retain);
+    EXPECT_EQ(gone_during_run, !retain) << "retain_graph=" << retain;
+    testing::expect_close(x.grad(), vec({2.0, 2.0}));
+    if (retain) {
+      out.backward(vec({1.0, 1.0}));  // the saved values are still there
+      testing::expect_close(x.grad(), vec({4.0, 4.0}));
+    } else {
+      EXPECT_THROW_MSG(out.backward(vec({1.0, 1.0})), "backward through the graph a second time");
+    }
+  }
 }
 
 }  // namespace
