@@ -108,22 +108,6 @@ void CudaGraphExecutor::count_skip(const std::string& reason, int n) {
   global_counters().cudagraph_skips[reason] += n;
 }
 
-std::vector<std::vector<ValueId>> CudaGraphExecutor::internal_last_uses(const Segment& seg) const {
-  std::set<ValueId> keep(seg.inputs.begin(), seg.inputs.end());
-  keep.insert(seg.outputs.begin(), seg.outputs.end());
-  std::map<ValueId, size_t> last_use;
-  for (size_t i = 0; i < seg.nodes.size(); ++i) {
-    const GraphNode& node = graph_.nodes[static_cast<size_t>(seg.nodes[i])];
-    for (ValueId v : node.outputs)  // a value nobody reads goes right after the node that made it
-      if (v >= 0 && !keep.count(v)) last_use[v] = i;
-    for (ValueId v : node.inputs)
-      if (v >= 0 && !keep.count(v)) last_use[v] = i;
-  }
-  std::vector<std::vector<ValueId>> release_after(seg.nodes.size());
-  for (const auto& [v, i] : last_use) release_after[i].push_back(v);
-  return release_after;
-}
-
 bool CudaGraphExecutor::is_static(ValueId v) const { return static_values_[static_cast<size_t>(v)]; }
 
 TensorList CudaGraphExecutor::run(TensorList inputs) {
@@ -261,13 +245,13 @@ CudaGraphExecutor::Instance* CudaGraphExecutor::record(SegmentState& state, cons
   }
   const Graph& g = graph_;
   const TensorList buffers = inst->input_buffers;
-  const std::vector<std::vector<ValueId>> release_after = internal_last_uses(seg);
-  auto body = [&g, &seg, release_after, buffers]() {
+  const Interpreter& interp = interpreter_;
+  auto body = [&g, &seg, &interp, buffers]() {
     std::map<ValueId, Tensor> local;
     for (size_t i = 0; i < seg.inputs.size(); ++i) local[seg.inputs[i]] = buffers[i];
     TensorList args;
-    for (size_t i = 0; i < seg.nodes.size(); ++i) {
-      const GraphNode& node = g.nodes[static_cast<size_t>(seg.nodes[i])];
+    for (int32_t n : seg.nodes) {
+      const GraphNode& node = g.nodes[static_cast<size_t>(n)];
       args.clear();
       for (ValueId v : node.inputs) args.push_back(v >= 0 ? local.at(v) : Tensor());
       TensorList outs = run_kernel(*node.op, args);
@@ -275,7 +259,7 @@ CudaGraphExecutor::Instance* CudaGraphExecutor::record(SegmentState& state, cons
       for (size_t k = 0; k < node.outputs.size(); ++k) local[node.outputs[k]] = std::move(outs[k]);
       // Dropped at its last reader, a value's block is free for the rest of the capture to reuse
       // (stream order keeps that safe on replay too), as eager execution would reuse it.
-      for (ValueId v : release_after[i]) local.erase(v);
+      for (ValueId v : interp.released_after(static_cast<size_t>(n))) local.erase(v);
     }
     TensorList outputs;
     for (ValueId v : seg.outputs) outputs.push_back(local.at(v));

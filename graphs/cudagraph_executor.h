@@ -58,8 +58,6 @@ class CudaGraphExecutor final : public Executor {
   std::optional<std::vector<std::shared_ptr<void>>> take_memory(Instance& inst, const BufferList& overwritten);
   void replay(Instance& inst, const std::vector<std::shared_ptr<void>>& memory, const Segment& seg,
               std::vector<Tensor>& env);
-  // Per node of `seg`: the values made inside the segment whose last reader it is.
-  std::vector<std::vector<ValueId>> internal_last_uses(const Segment& seg) const;
   bool is_static(ValueId v) const;
   void count(int CompileCounters::*field, int n = 1);
   void count_skip(const std::string& reason, int n = 1);

@@ -9,9 +9,12 @@ namespace tg::graphs {
 
 Interpreter::Interpreter(const Graph& graph) : graph_(graph), release_after_(graph.nodes.size()) {
   std::vector<int32_t> last_use(graph.values.size(), -1);
-  for (size_t i = 0; i < graph.nodes.size(); ++i)
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    for (ValueId v : graph.nodes[i].outputs)  // a value nobody reads goes right after the node that made it
+      if (v >= 0) last_use[static_cast<size_t>(v)] = static_cast<int32_t>(i);
     for (ValueId v : graph.nodes[i].inputs)
       if (v >= 0) last_use[static_cast<size_t>(v)] = static_cast<int32_t>(i);
+  }
   std::set<ValueId> keep(graph.outputs.begin(), graph.outputs.end());
   for (const auto& [id, t] : graph.constants) keep.insert(id);
   for (size_t v = 0; v < last_use.size(); ++v)

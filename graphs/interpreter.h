@@ -16,6 +16,9 @@ class Interpreter final : public Executor {
   TensorList run(TensorList inputs) override;
   // Runs nodes [first, last) of the graph over `env` (values by id), releasing dead values.
   void run_nodes(std::vector<Tensor>& env, size_t first, size_t last) const;
+  // The values whose last reader (or, never read, whose producer) is node `i`; graph outputs and
+  // constants are never among them.
+  const std::vector<ValueId>& released_after(size_t i) const { return release_after_[i]; }
   const Graph& graph() const { return graph_; }
 
  private:
