@@ -40,7 +40,11 @@ DataLoader::DataLoader(TensorDataset dataset, DataLoaderOptions options, std::sh
   }
 }
 
-DataLoader::~DataLoader() { stop(); }
+DataLoader::~DataLoader() {
+  stop();
+  // The pinned buffers go with the slots: no copy out of them may still be queued.
+  for (const auto& slot : slots_) slot->copied.synchronize();
+}
 
 int64_t DataLoader::num_batches() const {
   // The sampler decides the epoch's length (a DistributedSampler's shard is shorter).

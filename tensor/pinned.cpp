@@ -93,7 +93,10 @@ CopyStream::CopyStream(int device) : device_(device) {
 }
 
 CopyStream::~CopyStream() {
-  if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+  if (stream_ != nullptr) {
+    cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+    cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+  }
 }
 
 void CopyStream::copy_to_device(const TensorList& dst, const TensorList& src, CopyEvent& done) {
