@@ -11,6 +11,7 @@
 #include "ops/dispatch.h"
 #include "ops/rnn_kernels.h"
 #include "tensor/shape.h"
+#include "tensor/tensor_impl.h"
 
 namespace tg {
 
@@ -20,6 +21,49 @@ Shape RnnConfig::weight_shape(int64_t k) const {
   if (pos == 0) return {rows, layer_input(layer)};
   if (pos == 1) return {rows, hidden_size};
   return {rows};
+}
+
+RnnGradLayout rnn_list_grad_layout(const RnnConfig& cfg) {
+  RnnGradLayout layout;
+  const int64_t count = cfg.num_layers * cfg.dirs() * cfg.tensors_per_layer();
+  for (int64_t k = 0; k < count; ++k) {
+    layout.offset.push_back(layout.numel);
+    layout.numel += shape_numel(cfg.weight_shape(k));
+  }
+  return layout;
+}
+
+RnnGradLayout rnn_grad_layout(const RnnConfig& cfg, Device device) {
+#ifdef TG_WITH_CUDA
+  if (device.is_cuda()) return cuda::rnn_grad_layout(cfg, device.index);
+#else
+  (void)device;
+#endif
+  return rnn_list_grad_layout(cfg);
+}
+
+int64_t rnn_packed_weights_numel(const RnnConfig& cfg, Device device) {
+#ifdef TG_WITH_CUDA
+  if (device.is_cuda()) {
+    const int64_t esize = dtype_size(cfg.dtype);
+    return (cuda::rnn_weight_space_bytes(cfg, device.index) + esize - 1) / esize;
+  }
+#else
+  (void)cfg;
+  (void)device;
+#endif
+  return 0;
+}
+
+TensorList rnn_grad_views(const RnnConfig& cfg, const RnnGradLayout& layout, const Tensor& flat) {
+  TensorList out;
+  out.reserve(layout.offset.size());
+  for (size_t k = 0; k < layout.offset.size(); ++k) {
+    const Shape shape = cfg.weight_shape(static_cast<int64_t>(k));
+    out.emplace_back(std::make_shared<TensorImpl>(flat.impl()->storage(), shape, contiguous_strides(shape),
+                                                  flat.storage_offset() + layout.offset[k], cfg.dtype));
+  }
+  return out;
 }
 
 std::string RnnConfig::str() const {
@@ -149,6 +193,7 @@ class RnnOp final : public Op {
     out.push_back(contiguous_meta(o.h0.sizes(), cfg.dtype, dev));
     if (cfg.lstm()) out.push_back(contiguous_meta(o.h0.sizes(), cfg.dtype, dev));
     out.push_back(contiguous_meta({train_ ? reserve_numel(cfg, dev) : 0}, kInt64, dev));
+    out.push_back(contiguous_meta({train_ ? rnn_packed_weights_numel(cfg, dev) : 0}, cfg.dtype, dev));
     return out;
   }
   void eval(const TensorList& in, TensorList& out) const override {
@@ -158,7 +203,8 @@ class RnnOp final : public Op {
     const bool lstm = cfg.lstm();
     const Tensor cy = lstm ? out[2] : Tensor(), reserve = train_ ? out[lstm ? 3 : 2] : Tensor();
 #ifdef TG_WITH_CUDA
-    if (out[0].is_cuda()) return cuda::rnn_forward(cfg, o.x, o.h0, o.c0, o.weights, out[0], out[1], cy, reserve);
+    if (out[0].is_cuda())
+      return cuda::rnn_forward(cfg, o.x, o.h0, o.c0, o.weights, out[0], out[1], cy, reserve, out.back());
 #endif
     cpu::rnn_forward(cfg, o.x, o.h0, o.c0, o.weights, out[0], out[1], cy, reserve);
   }
@@ -178,7 +224,8 @@ class RnnOp final : public Op {
   bool train_;
 };
 
-// Inputs: x, h0, (c0), weights, y, reserve, dy, dhy, (dcy); outputs: dx, dh0, (dc0), one per weight.
+// Inputs: x, h0, (c0), weights, y, reserve, packed weights, dy, dhy, (dcy); outputs: dx, dh0, (dc0) and
+// the flat weight gradient laid out as rnn_grad_layout() says.
 class RnnBackwardOp final : public Op {
  public:
   RnnBackwardOp(RnnMode mode, int64_t num_layers, bool bidirectional, size_t n_weights)
@@ -189,25 +236,30 @@ class RnnBackwardOp final : public Op {
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
     const size_t states = mode_ == RnnMode::LSTM ? 2 : 1, first = 1 + states + n_weights_;
-    TG_CHECK(in.size() == first + 3 + states, "[rnn_backward] expected ", first + 3 + states, " operands, got ",
+    TG_CHECK(in.size() == first + 4 + states, "[rnn_backward] expected ", first + 4 + states, " operands, got ",
              in.size());
     const RnnOperands o = split_operands(mode_, in, n_weights_);
     const RnnConfig cfg = check_fused("rnn_backward", mode_, o, num_layers_, bidirectional_);
-    const Tensor &y = in[first], &reserve = in[first + 1];
+    const Device dev = o.x.device();
+    const Tensor &y = in[first], &reserve = in[first + 1], &packed = in[first + 2];
     const Shape y_sizes{cfg.seq_len, cfg.batch, cfg.dirs() * cfg.hidden_size};
-    TG_CHECK(y.sizes() == y_sizes && in[first + 2].sizes() == y_sizes, "[rnn_backward] expected output and ",
+    TG_CHECK(y.sizes() == y_sizes && in[first + 3].sizes() == y_sizes, "[rnn_backward] expected output and ",
              "its gradient of shape ", shape_str(y_sizes), ", got ", shape_str(y.sizes()), " and ",
-             shape_str(in[first + 2].sizes()));
+             shape_str(in[first + 3].sizes()));
     for (size_t i = 0; i < states; ++i)
-      TG_CHECK(in[first + 3 + i].sizes() == o.h0.sizes(), "[rnn_backward] expected state gradients of shape ",
-               shape_str(o.h0.sizes()), ", got ", shape_str(in[first + 3 + i].sizes()));
+      TG_CHECK(in[first + 4 + i].sizes() == o.h0.sizes(), "[rnn_backward] expected state gradients of shape ",
+               shape_str(o.h0.sizes()), ", got ", shape_str(in[first + 4 + i].sizes()));
     for (size_t i = first; i < in.size(); ++i)
       if (i != first + 1) check_same("rnn_backward", in[i], "an output or its gradient", o.x);
-    const int64_t want = reserve_numel(cfg, o.x.device());
+    const int64_t want = reserve_numel(cfg, dev);
     TG_CHECK(reserve.dtype() == kInt64 && reserve.numel() == want, "[rnn_backward] expected the forward's ",
              "reserve space (int64 [", want, "]), got ", dtype_name(reserve.dtype()), " ", shape_str(reserve.sizes()));
+    const int64_t packed_want = rnn_packed_weights_numel(cfg, dev);
+    TG_CHECK(packed.numel() == packed_want, "[rnn_backward] expected the forward's packed weights (",
+             dtype_name(cfg.dtype), " [", packed_want, "]), got ", shape_str(packed.sizes()));
     std::vector<TensorMeta> out;
-    for (size_t i = 0; i < first; ++i) out.push_back(contiguous_meta(in[i].sizes(), cfg.dtype, o.x.device()));
+    for (size_t i = 0; i < 1 + states; ++i) out.push_back(contiguous_meta(in[i].sizes(), cfg.dtype, dev));
+    out.push_back(contiguous_meta({rnn_grad_layout(cfg, dev).numel}, cfg.dtype, dev));
     return out;
   }
   void eval(const TensorList& in, TensorList& out) const override {
@@ -216,14 +268,14 @@ class RnnBackwardOp final : public Op {
     const RnnConfig cfg = check_rnn_operands("rnn_backward", mode_, o.x, o.h0, o.c0, o.weights, num_layers_,
                                              bidirectional_);
     const bool lstm = states == 2;
-    const TensorList dweights(out.begin() + static_cast<std::ptrdiff_t>(1 + states), out.end());
-    const Tensor dcy = lstm ? in[first + 4] : Tensor(), dcx = lstm ? out[2] : Tensor();
+    const Tensor dcy = lstm ? in[first + 5] : Tensor(), dcx = lstm ? out[2] : Tensor();
 #ifdef TG_WITH_CUDA
     if (out[0].is_cuda())
-      return cuda::rnn_backward(cfg, o.x, o.h0, o.c0, o.weights, in[first], in[first + 1], in[first + 2],
-                                in[first + 3], dcy, out[0], out[1], dcx, dweights);
+      return cuda::rnn_backward(cfg, o.x, o.h0, o.c0, in[first + 2], in[first], in[first + 1], in[first + 3],
+                                in[first + 4], dcy, out[0], out[1], dcx, out.back());
 #endif
-    cpu::rnn_backward(cfg, o.x, o.h0, o.c0, o.weights, in[first], in[first + 1], in[first + 2], in[first + 3], dcy,
+    const TensorList dweights = rnn_grad_views(cfg, rnn_list_grad_layout(cfg), out.back());
+    cpu::rnn_backward(cfg, o.x, o.h0, o.c0, o.weights, in[first], in[first + 1], in[first + 3], in[first + 4], dcy,
                       out[0], out[1], dcx, dweights);
   }
   SaveSpec saves() const override { return {false, false}; }
@@ -243,14 +295,27 @@ TensorList RnnOp::backward(const BackwardContext& ctx, const TensorList& grads) 
   TG_CHECK(train_, "[rnn] internal error: a forward run without a reserve space was differentiated");
   const size_t states = mode_ == RnnMode::LSTM ? 2 : 1, first = 1 + states + n_weights_;
   TensorList in;
-  in.reserve(first + 3 + states);
+  in.reserve(first + 4 + states);
   for (size_t i = 0; i < first; ++i) in.push_back(ctx.input(i));
   in.push_back(ctx.output(0));
   in.push_back(ctx.output(states + 1));
+  in.push_back(ctx.output(states + 2));
   // cuDNN reads dense gradients; a gradient may be a broadcast (sum's backward) or a view.
   for (size_t i = 0; i <= states; ++i) in.push_back(grads[i].contiguous());
+  const RnnConfig cfg = check_rnn_operands("rnn_backward", mode_, in[0], in[1], states == 2 ? in[2] : Tensor(),
+                                           TensorList(in.begin() + static_cast<std::ptrdiff_t>(1 + states),
+                                                      in.begin() + static_cast<std::ptrdiff_t>(first)),
+                                           num_layers_, bidirectional_);
   TensorList g = dispatch(std::make_shared<const RnnBackwardOp>(mode_, num_layers_, bidirectional_, n_weights_),
                           std::move(in));
+  // The weights' gradients are views of the flat one (on CUDA, of cuDNN's weight space itself).
+  const Tensor flat = g.back();
+  g.pop_back();
+  const RnnGradLayout layout = rnn_grad_layout(cfg, flat.device());
+  for (size_t k = 0; k < n_weights_; ++k) {
+    const Shape shape = cfg.weight_shape(static_cast<int64_t>(k));
+    g.push_back(flat.narrow(0, layout.offset[k], shape_numel(shape)).view(shape));
+  }
   for (size_t i = 0; i < g.size(); ++i)
     if (!ctx.needs_input_grad(i)) g[i] = Tensor();
   return g;

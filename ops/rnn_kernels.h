@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "ops/rnn.h"
 
@@ -40,6 +41,25 @@ struct RnnConfig {
 RnnConfig check_rnn_operands(const char* op, RnnMode mode, const Tensor& x, const Tensor& h0, const Tensor& c0,
                              const TensorList& weights, int64_t num_layers, bool bidirectional);
 
+// Where each weight of rnn()'s list finds its gradient in the flat gradient tensor of the backward
+// op: `offset[k]` (elements), and the flat tensor's length. On CUDA the flat tensor is cuDNN's weight
+// space itself whenever every weight fills one contiguous range of it; otherwise (and on the CPU) the
+// weights' gradients follow each other in list order.
+struct RnnGradLayout {
+  std::vector<int64_t> offset;
+  int64_t numel = 0;
+};
+RnnGradLayout rnn_grad_layout(const RnnConfig& cfg, Device device);
+// The list-order layout: each weight's gradient right after the previous one's.
+RnnGradLayout rnn_list_grad_layout(const RnnConfig& cfg);
+// The tensors of rnn()'s weight list as views of the flat gradient `flat` laid out by `layout` (plain
+// views for kernels to write through; no autograd, no trace).
+TensorList rnn_grad_views(const RnnConfig& cfg, const RnnGradLayout& layout, const Tensor& flat);
+
+// Elements (of the config's dtype) of the packed weights a training forward keeps for its backward:
+// cuDNN's weight space on CUDA, none on the CPU (its kernels read the weights where they are).
+int64_t rnn_packed_weights_numel(const RnnConfig& cfg, Device device);
+
 // rnn() composed from lstm_layer/gru_layer (any device, any length).
 RnnResult rnn_composed(const RnnConfig& cfg, const Tensor& x, const Tensor& h0, const Tensor& c0,
                        const TensorList& weights);
@@ -58,15 +78,21 @@ void rnn_backward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const
 namespace cuda {
 // Bytes of cuDNN's reserve space for a training forward of `cfg` on `device` (cached per geometry).
 int64_t rnn_reserve_bytes(const RnnConfig& cfg, int device);
+// Bytes of cuDNN's weight space for `cfg` on `device`.
+int64_t rnn_weight_space_bytes(const RnnConfig& cfg, int device);
+// rnn_grad_layout() on CUDA device `device`.
+RnnGradLayout rnn_grad_layout(const RnnConfig& cfg, int device);
 // y, hy (and cy for LSTM) from x, hx (cx), the weights of rnn()'s list; a training forward when
-// `reserve` is defined (it receives what the backward reads). All tensors contiguous.
+// `reserve` is defined (it receives what the backward reads, and `packed` the weight space the
+// backward reads). All tensors contiguous.
 void rnn_forward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const Tensor& cx, const TensorList& weights,
-                 const Tensor& y, const Tensor& hy, const Tensor& cy, const Tensor& reserve);
-// dx, dhx (dcx) and one gradient per weight from the forward's tensors and reserve and the output
-// gradients dy, dhy (dcy). The reserve is read, never written.
-void rnn_backward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const Tensor& cx, const TensorList& weights,
+                 const Tensor& y, const Tensor& hy, const Tensor& cy, const Tensor& reserve, const Tensor& packed);
+// dx, dhx (dcx) and the flat weight gradient (laid out as rnn_grad_layout says) from the forward's
+// tensors, packed weights and reserve and the output gradients dy, dhy (dcy). The reserve is read,
+// never written.
+void rnn_backward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const Tensor& cx, const Tensor& packed,
                   const Tensor& y, const Tensor& reserve, const Tensor& dy, const Tensor& dhy, const Tensor& dcy,
-                  const Tensor& dx, const Tensor& dhx, const Tensor& dcx, const TensorList& dweights);
+                  const Tensor& dx, const Tensor& dhx, const Tensor& dcx, const Tensor& dflat);
 }  // namespace cuda
 
 }  // namespace tg

@@ -102,7 +102,34 @@ struct RnnPlan {
   std::vector<int64_t> matrix_offset;
   std::vector<int64_t> bias_offset;
   bool has_gaps = false;  // the matrices and biases do not fill the weight space
+  // Per tensor of rnn()'s weight list, where it starts in the weight space when all its gates lie
+  // there one after the other in its own order (else -1).
+  std::vector<int64_t> tensor_offset;
+  // Every tensor has an offset: weight gradients are views of the space cuDNN writes.
+  bool grads_in_space = false;
 };
+
+// The element offset and length of gate block `g` of weight `k` of rnn()'s list in the weight space.
+std::pair<int64_t, int64_t> gate_block(const RnnConfig& c, const RnnPlan& p, int64_t k, int64_t g) {
+  const int64_t G = c.gates(), H = c.hidden_size, per = c.tensors_per_layer();
+  const int64_t pl = k / per, pos = k % per;
+  const int64_t block = pos == 0 ? H * c.layer_input(pl / c.dirs()) : pos == 1 ? H * H : H;
+  const size_t id = static_cast<size_t>(pl * 2 * G + (pos % 2 == 0 ? g : G + g));
+  return {pos < 2 ? p.matrix_offset[id] : p.bias_offset[id], block};
+}
+
+// Fills the plan's tensor offsets from its gate offsets.
+void find_tensor_offsets(const RnnConfig& c, RnnPlan& p) {
+  const int64_t count = c.num_layers * c.dirs() * c.tensors_per_layer();
+  p.grads_in_space = true;
+  for (int64_t k = 0; k < count; ++k) {
+    const auto [start, block] = gate_block(c, p, k, 0);
+    bool runs = true;
+    for (int64_t g = 1; g < c.gates() && runs; ++g) runs = gate_block(c, p, k, g).first == start + g * block;
+    p.tensor_offset.push_back(runs ? start : -1);
+    p.grads_in_space = p.grads_in_space && runs;
+  }
+}
 
 int64_t descriptor_numel(cudnnTensorDescriptor_t d) {
   cudnnDataType_t t;
@@ -205,6 +232,7 @@ RnnPlan make_plan(const RnnConfig& c, int device) {
   cudnnDestroyTensorDescriptor(bd);
   TG_CHECK(error.empty(), "[rnn] ", error, " for ", c.str());
   p.has_gaps = static_cast<size_t>(covered * esize) < p.weight_bytes;
+  find_tensor_offsets(c, p);
   return p;
 }
 
@@ -230,15 +258,12 @@ const RnnPlan& plan_for(const RnnConfig& c, int device) {
 // `space`; `into_space` picks the direction. Neighbouring segments are merged.
 std::vector<CopySegment> weight_segments(const RnnConfig& c, const RnnPlan& p, const TensorList& weights, char* space,
                                          bool into_space) {
-  const int64_t G = c.gates(), H = c.hidden_size, per = c.tensors_per_layer(), esize = dtype_size(c.dtype);
+  const int64_t esize = dtype_size(c.dtype);
   std::vector<CopySegment> out;
   for (size_t k = 0; k < weights.size(); ++k) {
-    const int64_t pl = static_cast<int64_t>(k) / per, pos = static_cast<int64_t>(k) % per;
-    const int64_t block = pos == 0 ? H * c.layer_input(pl / c.dirs()) : pos == 1 ? H * H : H;
     char* const tensor = static_cast<char*>(weights[k].raw_data());
-    for (int64_t g = 0; g < G; ++g) {
-      const size_t id = static_cast<size_t>(pl * 2 * G + (pos % 2 == 0 ? g : G + g));
-      const int64_t offset = pos < 2 ? p.matrix_offset[id] : p.bias_offset[id];
+    for (int64_t g = 0; g < c.gates(); ++g) {
+      const auto [offset, block] = gate_block(c, p, static_cast<int64_t>(k), g);
       char* const a = tensor + g * block * esize;
       char* const b = space + offset * esize;
       CopySegment s{into_space ? a : b, into_space ? b : a, block};
@@ -264,9 +289,9 @@ Tensor buffer(size_t bytes, DType dtype, Device device) {
 
 void* ptr(const Tensor& t) { return t.defined() && t.numel() > 0 ? t.raw_data() : nullptr; }
 
-// cuDNN's flat weight space filled from rnn()'s weight list.
-Tensor pack_weights(const RnnConfig& c, const RnnPlan& p, const TensorList& weights, Device device) {
-  Tensor space = buffer(p.weight_bytes, c.dtype, device);
+// cuDNN's flat weight space filled from rnn()'s weight list, into `space` (a fresh buffer when undefined).
+Tensor pack_weights(const RnnConfig& c, const RnnPlan& p, const TensorList& weights, Device device, Tensor space) {
+  if (!space.defined() || space.numel() == 0) space = buffer(p.weight_bytes, c.dtype, device);
   if (p.has_gaps) TG_CUDA_CHECK(cudaMemsetAsync(space.raw_data(), 0, p.weight_bytes, current_stream()));
   copy_segments(weight_segments(c, p, weights, static_cast<char*>(space.raw_data()), true), c.dtype);
   return space;
@@ -287,8 +312,20 @@ int64_t rnn_reserve_bytes(const RnnConfig& cfg, int device) {
   return static_cast<int64_t>(plan_for(cfg, device).reserve_bytes);
 }
 
+int64_t rnn_weight_space_bytes(const RnnConfig& cfg, int device) {
+  return static_cast<int64_t>(plan_for(cfg, device).weight_bytes);
+}
+
+RnnGradLayout rnn_grad_layout(const RnnConfig& cfg, int device) {
+  const RnnPlan& p = plan_for(cfg, device);
+  if (!p.grads_in_space) return rnn_list_grad_layout(cfg);
+  const int64_t esize = dtype_size(cfg.dtype);
+  return {p.tensor_offset, static_cast<int64_t>((p.weight_bytes + static_cast<size_t>(esize) - 1) /
+                                                static_cast<size_t>(esize))};
+}
+
 void rnn_forward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const Tensor& cx, const TensorList& weights,
-                 const Tensor& y, const Tensor& hy, const Tensor& cy, const Tensor& reserve) {
+                 const Tensor& y, const Tensor& hy, const Tensor& cy, const Tensor& reserve, const Tensor& packed) {
   for (const Tensor* t : {&x, &hx, &cx}) check_dense(*t);
   for (const Tensor& w : weights) check_dense(w);
   const Device device = y.device();
@@ -300,7 +337,11 @@ void rnn_forward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const 
   TG_CHECK(!train || static_cast<size_t>(reserve.numel()) * 8 >= p.reserve_bytes,
            "[rnn] internal error: reserve space of ", reserve.numel() * 8, " bytes, cuDNN needs ",
            p.reserve_bytes);
-  const Tensor space = pack_weights(cfg, p, weights, device);
+  TG_CHECK(!packed.defined() || packed.numel() == 0 ||
+               static_cast<size_t>(packed.numel() * dtype_size(cfg.dtype)) >= p.weight_bytes,
+           "[rnn] internal error: packed weights of ", packed.numel(), " elements, cuDNN needs ", p.weight_bytes,
+           " bytes");
+  const Tensor space = pack_weights(cfg, p, weights, device, packed);
   // The forward leaves parts of the reserve for the backward to fill; zeroed, the saved blob holds no
   // undefined bytes (the backward copies all of it).
   if (train) TG_CUDA_CHECK(cudaMemsetAsync(reserve.raw_data(), 0, p.reserve_bytes, current_stream()));
@@ -313,11 +354,10 @@ void rnn_forward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const 
                                  ptr(work), train ? p.reserve_bytes : 0, train ? reserve.raw_data() : nullptr));
 }
 
-void rnn_backward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const Tensor& cx, const TensorList& weights,
+void rnn_backward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const Tensor& cx, const Tensor& packed,
                   const Tensor& y, const Tensor& reserve, const Tensor& dy, const Tensor& dhy, const Tensor& dcy,
-                  const Tensor& dx, const Tensor& dhx, const Tensor& dcx, const TensorList& dweights) {
-  for (const Tensor* t : {&x, &hx, &cx, &y, &reserve, &dy, &dhy, &dcy}) check_dense(*t);
-  for (const Tensor& w : weights) check_dense(w);
+                  const Tensor& dx, const Tensor& dhx, const Tensor& dcx, const Tensor& dflat) {
+  for (const Tensor* t : {&x, &hx, &cx, &packed, &y, &reserve, &dy, &dhy, &dcy, &dflat}) check_dense(*t);
   const Device device = dx.device();
   DeviceGuard guard(device.index);
   cudnnHandle_t handle = cudnn_handle(device.index);
@@ -325,8 +365,9 @@ void rnn_backward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const
   RnnDescriptors d(cfg, handle, device.index, p.algo);
   TG_CHECK(static_cast<size_t>(reserve.numel()) * 8 >= p.reserve_bytes, "[rnn_backward] internal error: ",
            "reserve space of ", reserve.numel() * 8, " bytes, cuDNN needs ", p.reserve_bytes);
+  TG_CHECK(static_cast<size_t>(packed.numel() * dtype_size(cfg.dtype)) >= p.weight_bytes, "[rnn_backward] ",
+           "internal error: packed weights of ", packed.numel(), " elements, cuDNN needs ", p.weight_bytes, " bytes");
   const cudaStream_t stream = current_stream();
-  const Tensor space = pack_weights(cfg, p, weights, device);
   // The backward passes write into the reserve space: they get a copy, so the saved one stays as the
   // forward left it (a second backward, or a replayed graph, reads it again).
   const Tensor scratch = buffer(p.reserve_bytes, kInt64, device);
@@ -337,15 +378,19 @@ void rnn_backward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const
   TG_CUDNN_CHECK(cudnnRNNBackwardData_v8(handle, d.rnn, kAllFullLength, d.y, y.raw_data(), dy.raw_data(), d.x,
                                          dx.raw_data(), d.h, hx.raw_data(), dhy.raw_data(), dhx.raw_data(), d.h,
                                          lstm ? cx.raw_data() : nullptr, lstm ? dcy.raw_data() : nullptr,
-                                         lstm ? dcx.raw_data() : nullptr, p.weight_bytes, space.raw_data(),
+                                         lstm ? dcx.raw_data() : nullptr, p.weight_bytes, packed.raw_data(),
                                          p.train_work_bytes, ptr(work), p.reserve_bytes, scratch.raw_data()));
-  // Weight gradients are accumulated by cuDNN (its only mode): into a zeroed space.
-  const Tensor dspace = buffer(p.weight_bytes, cfg.dtype, device);
+  // Weight gradients are accumulated by cuDNN (its only mode): into a zeroed space, which is the flat
+  // gradient itself when the weights' gradients are views of it.
+  const Tensor dspace = p.grads_in_space ? dflat : buffer(p.weight_bytes, cfg.dtype, device);
   TG_CUDA_CHECK(cudaMemsetAsync(dspace.raw_data(), 0, p.weight_bytes, stream));
   TG_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(handle, d.rnn, CUDNN_WGRAD_MODE_ADD, kAllFullLength, d.x, x.raw_data(),
                                             d.h, hx.raw_data(), d.y, y.raw_data(), p.weight_bytes, dspace.raw_data(),
                                             p.train_work_bytes, ptr(work), p.reserve_bytes, scratch.raw_data()));
-  copy_segments(weight_segments(cfg, p, dweights, static_cast<char*>(dspace.raw_data()), false), cfg.dtype);
+  if (!p.grads_in_space) {
+    const TensorList dweights = rnn_grad_views(cfg, rnn_list_grad_layout(cfg), dflat);
+    copy_segments(weight_segments(cfg, p, dweights, static_cast<char*>(dspace.raw_data()), false), cfg.dtype);
+  }
 }
 
 }  // namespace tg::cuda
