@@ -30,6 +30,15 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual TensorList apply(TensorList&& grad_outputs) = 0;
   // The node's name as PyTorch prints it, e.g. "MulBackward0".
   virtual std::string name() const = 0;
+  // The gradient a backward that starts at one-element output `output_nr` begins with when the caller
+  // gives none: undefined (the default) lets the engine make a fresh 1. A node may hand out a
+  // read-only 1 of its own instead (a compiled backward's fixed-address tangent), never letting it
+  // escape into its results. Not asked when the graph is built for a higher-order backward or hooks
+  // see that gradient.
+  virtual Tensor implicit_root_gradient(uint32_t output_nr) {
+    (void)output_nr;
+    return Tensor();
+  }
   // Drops saved tensors after a backward that does not retain the graph.
   virtual void release_saved() {}
   // Called just before apply() in a backward that does not retain the graph (release_saved()

@@ -1,15 +1,28 @@
 #include "data/dataloader.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "graphs/cudagraph_step.h"
 #include "ops/factory.h"
 #include "tensor/check.h"
+#include "tensor/shape.h"
+#include "tensor/tensor_impl.h"
 
 namespace tg::data {
+namespace {
 
-// One batch's pinned host buffers (one per dataset tensor) and the end of their last device copy.
+constexpr int64_t kBlockAlignment = 256;  // bytes; any dtype's elements and vector loads line up
+
+// Blocks are int64 tensors: every offset and size is a multiple of 8 bytes.
+int64_t block_words(int64_t bytes) { return bytes / 8; }
+
+}  // namespace
+
+// One batch's pinned host block (its buffers: one view per dataset tensor) and the end of its last
+// device copy.
 struct DataLoader::Slot {
+  Tensor block;
   TensorList buffers;
   cuda::CopyEvent copied;
   int64_t rows = 0;
@@ -29,15 +42,35 @@ DataLoader::DataLoader(TensorDataset dataset, DataLoaderOptions options, std::sh
     }
   }
   if (options_.device.is_cuda()) copy_stream_ = std::make_unique<cuda::CopyStream>(options_.device.index);
+  for (const Tensor& t : dataset_.tensors()) {
+    offsets_.push_back(block_bytes_);
+    const int64_t bytes = t.numel() / std::max<int64_t>(t.size(0), 1) * options_.batch_size * t.element_size();
+    block_bytes_ += (bytes + kBlockAlignment - 1) / kBlockAlignment * kBlockAlignment;
+  }
   for (int s = 0; s < options_.prefetch; ++s) {
     auto slot = std::make_shared<Slot>();
-    for (const Tensor& t : dataset_.tensors()) {
-      Shape shape = t.sizes();
-      shape[0] = options_.batch_size;
-      slot->buffers.push_back(cuda::empty_pinned(shape, t.dtype()));
-    }
+    slot->block = cuda::empty_pinned({block_words(block_bytes_)}, kInt64);
+    std::memset(slot->block.raw_data(), 0, static_cast<size_t>(block_bytes_));  // alignment gaps travel too
+    slot->buffers = views_of(slot->block, options_.batch_size);
     slots_.push_back(std::move(slot));
   }
+  if (options_.static_buffers) {
+    static_block_ = empty({block_words(block_bytes_)}, {.dtype = kInt64, .device = options_.device});
+    mark_static_address(static_block_);
+  }
+}
+
+TensorList DataLoader::views_of(const Tensor& block, int64_t rows) const {
+  TensorList out;
+  const TensorList& ts = dataset_.tensors();
+  for (size_t k = 0; k < ts.size(); ++k) {
+    Shape shape = ts[k].sizes();
+    shape[0] = rows;
+    const int64_t offset = block.storage_offset() * block.element_size() + offsets_[k];
+    out.push_back(Tensor(std::make_shared<TensorImpl>(block.impl()->storage(), shape, contiguous_strides(shape),
+                                                      offset / ts[k].element_size(), ts[k].dtype())));
+  }
+  return out;
 }
 
 DataLoader::~DataLoader() {
@@ -88,7 +121,9 @@ void DataLoader::produce(std::vector<int64_t> indices) {
     int s = 0;
     {
       std::unique_lock<std::mutex> lock(mutex_);
+      producer_waiting_ = true;
       cv_.wait(lock, [&] { return stopping_ || !free_.empty(); });
+      producer_waiting_ = false;
       if (stopping_) return;
       s = free_.front();
       free_.pop_front();
@@ -107,11 +142,13 @@ void DataLoader::produce(std::vector<int64_t> indices) {
                     static_cast<size_t>(row_bytes));
       }
     }
+    bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       ready_.push_back(s);
+      wake = consumer_waiting_;
     }
-    cv_.notify_all();
+    if (wake) cv_.notify_all();
   }
 }
 
@@ -121,42 +158,48 @@ std::optional<TensorList> DataLoader::next() {
     std::unique_lock<std::mutex> lock(mutex_);
     if (remaining_ == 0) return std::nullopt;
     TG_CHECK(worker_.joinable(), "[DataLoader] call start_epoch() before next()");
+    consumer_waiting_ = true;
     cv_.wait(lock, [&] { return !ready_.empty(); });
+    consumer_waiting_ = false;
     s = ready_.front();
     ready_.pop_front();
     --remaining_;
   }
   Slot& slot = *slots_[static_cast<size_t>(s)];
-  TensorList host, batch;
-  for (size_t k = 0; k < slot.buffers.size(); ++k) {
-    host.push_back(slot.buffers[k].narrow(0, 0, slot.rows));
-    if (options_.static_buffers) {
-      if (static_.size() <= k) {
-        Tensor buffer = empty(slot.buffers[k].sizes(), {.dtype = host[k].dtype(), .device = options_.device});
-        mark_static_address(buffer);
-        static_.push_back(std::move(buffer));
-      }
-      batch.push_back(static_[k].narrow(0, 0, slot.rows));
-    } else if (copy_stream_) {
-      batch.push_back(empty(host[k].sizes(), {.dtype = host[k].dtype(), .device = options_.device}));
-    } else {
-      batch.push_back(host[k].clone());
-    }
+  // A full batch travels as the whole block, in one copy; a short one tensor by tensor.
+  const bool full = slot.rows == options_.batch_size;
+  const TensorList host = full ? TensorList{slot.block} : views_of(slot.block, slot.rows);
+  Tensor device_block;
+  TensorList device_copy;
+  if (options_.static_buffers) {
+    device_block = static_block_;
+  } else if (copy_stream_) {
+    device_block = empty({block_words(block_bytes_)}, {.dtype = kInt64, .device = options_.device});
+  }
+  TensorList batch;
+  if (device_block.defined()) {
+    batch = views_of(device_block, slot.rows);
+    device_copy = full ? TensorList{device_block} : batch;
+  } else {
+    for (const Tensor& h : views_of(slot.block, slot.rows)) batch.push_back(h.clone());
   }
   if (options_.static_buffers && options_.device.is_cuda()) {
     // The static buffers are still read by the previous step's work on the current stream, so the
     // copy is ordered after it there: a side stream would add two waits and overlap nothing.
-    cuda::copy_to_device(batch, host, slot.copied);
+    cuda::copy_to_device(device_copy, host, slot.copied);
   } else if (options_.static_buffers) {
-    for (size_t k = 0; k < batch.size(); ++k) batch[k].copy_(host[k]);
+    for (size_t k = 0; k < host.size(); ++k) device_copy[k].copy_(host[k]);
   } else if (copy_stream_) {
-    copy_stream_->copy_to_device(batch, host, slot.copied);
+    copy_stream_->copy_to_device(device_copy, host, slot.copied);
   }
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     free_.push_back(s);
+    // The worker is woken for two free slots at a time (fewer wake-ups), or at once when no batch is left.
+    wake = producer_waiting_ && (free_.size() * 2 >= slots_.size() || ready_.empty());
   }
-  cv_.notify_all();
+  if (wake) cv_.notify_all();
   return batch;
 }
 

@@ -62,20 +62,28 @@ class DataLoader {
   struct Slot;
   void produce(std::vector<int64_t> indices);
   void stop();
+  // One tensor per dataset tensor over `block` (laid out by offsets_), with `rows` rows.
+  TensorList views_of(const Tensor& block, int64_t rows) const;
 
   TensorDataset dataset_;
   DataLoaderOptions options_;
   std::shared_ptr<Sampler> sampler_;
   std::unique_ptr<cuda::CopyStream> copy_stream_;
 
-  TensorList static_;  // static_buffers: the full-batch tensors every batch is written into
-  std::vector<std::shared_ptr<Slot>> slots_;  // pinned buffers, reused round robin
+  // A batch's tensors share one block of memory (each at an aligned byte offset), so that a full
+  // batch reaches the device in one copy.
+  std::vector<int64_t> offsets_;  // byte offset of each dataset tensor's rows in a block
+  int64_t block_bytes_ = 0;
+  Tensor static_block_;  // static_buffers: the device block every batch is written into
+  std::vector<std::shared_ptr<Slot>> slots_;  // pinned blocks, reused round robin
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<int> ready_;     // filled slots in batch order
   std::deque<int> free_;      // slots the producer may fill
   int64_t remaining_ = 0;     // batches of this epoch not yet handed out
   bool stopping_ = false;
+  bool producer_waiting_ = false;  // the worker sleeps until a slot is free
+  bool consumer_waiting_ = false;  // next() sleeps until a batch is ready
   std::thread worker_;
 };
 

@@ -31,6 +31,7 @@ struct CompiledEntry {
   bool cudagraphs = false;  // executors are CUDA graph executors
   std::vector<bool> written_in_graph;  // per mutated input: the forward graph writes it itself
   Graph forward_graph;                 // the partition's forward graph as executed (reinplaced)
+  std::shared_ptr<UnitTangents> unit_tangents = std::make_shared<UnitTangents>();  // for loss.backward()
 };
 
 struct CompiledFunction::State {
@@ -254,7 +255,8 @@ TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorLi
     return entry->backward->run(std::move(inputs));
   };
   auto node = std::make_shared<CompiledBackward>(runner, std::move(saved), std::move(tangent_metas),
-                                                 entry->cudagraphs ? pending_backward_token() : nullptr);
+                                                 entry->cudagraphs ? pending_backward_token() : nullptr,
+                                                 entry->unit_tangents);
   for (const PrimalRef& p : joint.grad_primals)
     node->mutable_next_edges().push_back(gradient_edge(primal(p, args, captured)));
   for (size_t k = 0; k < diff_outputs.size(); ++k) {

@@ -44,8 +44,9 @@ struct CudaGraphExecutor::SegmentState {
 
 namespace {
 
+// Where a static input's first element is (views of one buffer at other offsets are other addresses).
 const void* address_of(const Tensor& t) {
-  return t.defined() && !t.impl()->storage()->is_fake() ? t.impl()->storage()->data() : nullptr;
+  return t.defined() && !t.impl()->storage()->is_fake() ? t.impl()->data() : nullptr;
 }
 
 }  // namespace
@@ -233,7 +234,8 @@ CudaGraphExecutor::Instance* CudaGraphExecutor::record(SegmentState& state, cons
   auto inst = std::make_unique<Instance>();
   for (ValueId v : seg.inputs) {
     const Tensor& t = env[static_cast<size_t>(v)];
-    if (is_static(v) || !t.defined()) {
+    // Static: graph inputs declared so, and tensors over memory marked as keeping its address.
+    if (is_static(v) || !t.defined() || is_static_address(t)) {
       inst->input_buffers.push_back(t);
       inst->static_addresses.push_back(address_of(t));
     } else {

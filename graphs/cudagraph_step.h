@@ -12,14 +12,15 @@ namespace tg {
 void mark_step_begin();
 
 class Tensor;
-// Marks a tensor whose address stays fixed across calls (a buffer, an optimizer state): CUDA graphs
-// read it in place instead of copying it into their own buffer. Parameters captured by a compiled
-// function are static already.
+// Marks a tensor whose address stays fixed across calls (a buffer refilled in place, an optimizer
+// state): CUDA graphs read it, and every view of its memory, in place instead of copying it into a
+// buffer of their own (a different address records anew). Parameters captured by a compiled function
+// are static already.
 void mark_static_address(const Tensor& t);
 
 namespace graphs {
 
-// True for tensors given to mark_static_address (while they live).
+// True for tensors over memory given to mark_static_address.
 bool is_static_address(const Tensor& t);
 
 // The current step number.

@@ -43,6 +43,11 @@ class StorageImpl {
   // Throws the invalidation message (call only when is_stale()).
   [[noreturn]] void throw_stale() const;
 
+  // Declares that this memory keeps its address from call to call (a buffer that is refilled in
+  // place): CUDA graphs read tensors over it where they are instead of copying them in.
+  void mark_static_address() { static_address_ = true; }
+  bool has_static_address() const { return static_address_; }
+
   // Bumped by every in-place write to any tensor over this storage.
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
@@ -53,6 +58,7 @@ class StorageImpl {
   Device device_;
   Allocator* allocator_ = nullptr;
   bool fake_ = false;
+  bool static_address_ = false;
   uint64_t version_ = 0;
   std::shared_ptr<void> owner_;
   std::unique_ptr<std::string> stale_message_;

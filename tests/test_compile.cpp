@@ -270,5 +270,34 @@ TEST(CompiledBackwardNode, HandsItsSavedValuesOverUnlessTheGraphIsKept) {
   }
 }
 
+// loss.backward() starts a compiled backward from the function's own fixed 1 (read in place by its
+// graphs); that 1 never reaches the caller: gradients passed straight through it, and grad() asked
+// for the root itself, are tensors of their own, so writing into them changes no later backward.
+TEST(CompiledBackwardNode, ImplicitUnitGradientStaysPrivate) {
+  // The gradient of x + 1 is the tangent itself: a hook on x keeps each one it sees.
+  auto add_one = compile([](const Tensor& x) { return x + 1.0; }, aot());
+  Tensor s = from_vector(std::vector<double>{2.0}, {}).requires_grad_();
+  TensorList kept;
+  s.register_hook([&kept](const Tensor& g) {
+    kept.push_back(g);
+    return Tensor();
+  });
+  for (int step = 0; step < 3; ++step) add_one(s).backward();
+  ASSERT_EQ(kept.size(), 3u);
+  kept[0].mul_(7.0);
+  testing::expect_close(kept[1], from_vector(std::vector<double>{1.0}, {}));
+  testing::expect_close(kept[2], from_vector(std::vector<double>{1.0}, {}));
+
+  auto f = compile([](const Tensor& x) { return x.sum(); }, aot());
+  Tensor x = vec({1.0, 2.0, 3.0}).requires_grad_();
+  Tensor loss = f(x);
+  Tensor first = grad({loss}, {loss}, {}, /*retain_graph=*/true)[0];
+  Tensor second = grad({loss}, {loss}, {}, /*retain_graph=*/true)[0];
+  first.fill_(5.0);
+  testing::expect_close(second, from_vector(std::vector<double>{1.0}, {}));
+  loss.backward();
+  testing::expect_close(x.grad(), vec({1.0, 1.0, 1.0}));
+}
+
 }  // namespace
 }  // namespace tg

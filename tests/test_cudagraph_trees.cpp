@@ -98,6 +98,49 @@ TEST(CudagraphTrees, MovedStaticInputRerecords) {
   EXPECT_EQ(f.counters().rerecords, 1);
 }
 
+// Memory given to mark_static_address is read in place through any view of it (a loader's batch
+// is a view of its static block): refilling it needs no re-record, and a view at another offset is
+// another address (recorded anew, never read from the old rows).
+TEST(CudagraphTrees, StaticMemoryIsReadInPlaceThroughViews) {
+  TG_REQUIRE_CUDA();
+  Tensor block = cuda_randn({4, 8});
+  mark_static_address(block);
+  Tensor p = cuda_randn({8});
+  auto f = compile([&p](const Tensor& x) { return x * p; }, kCudagraphs);
+  for (int i = 0; i < 4; ++i) {
+    mark_step_begin();
+    {
+      NoGradGuard no_grad;
+      block.copy_(cuda_randn({4, 8}));
+    }
+    Tensor x = block.narrow(0, 0, 2);
+    expect_close(f(x), x * p);
+  }
+  EXPECT_EQ(f.counters().rerecords, 0);
+  mark_step_begin();
+  Tensor lower = block.narrow(0, 2, 2);
+  expect_close(f(lower), lower * p);
+  EXPECT_EQ(f.counters().rerecords, 1);
+}
+
+// loss.backward() on a compiled loss reads the function's own 1 in place on every replay; gradients
+// stay right when the caller scales the ones it got.
+TEST(CudagraphTrees, ImplicitLossGradientReplaysRight) {
+  TG_REQUIRE_CUDA();
+  Tensor w = cuda_randn({8}).requires_grad_();
+  auto f = compile([&w](const Tensor& x) { return (x * w).sum(); }, kCudagraphs);
+  Tensor x = cuda_randn({8});
+  for (int i = 0; i < 5; ++i) {
+    mark_step_begin();
+    f(x).backward();
+    expect_close(w.grad(), x);
+    w.grad().mul_(3.0);
+    w.set_grad(Tensor());
+  }
+  EXPECT_GT(f.counters().replays, 0);
+  EXPECT_EQ(f.counters().rerecords, 0);
+}
+
 TEST(CudagraphTrees, NewShapeRecordsNewGraph) {
   TG_REQUIRE_CUDA();
   auto f = compile([](const Tensor& x) { return x.sum(std::vector<int64_t>{1}); }, kCudagraphs);

@@ -48,6 +48,9 @@ TEST(DataLoader, SequentialBatchesWithAndWithoutDropLast) {
   DataLoader keep(ten(), {.batch_size = 4});
   EXPECT_EQ(keep.num_batches(), 3);
   EXPECT_EQ(epoch_labels(keep, 0), (std::vector<std::vector<int64_t>>{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9}}));
+  // Static buffers give the same batches, the short last one included (checked row by row above).
+  DataLoader fixed(ten(), {.batch_size = 4, .static_buffers = true});
+  EXPECT_EQ(epoch_labels(fixed, 0), (std::vector<std::vector<int64_t>>{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9}}));
   DataLoader drop(ten(), {.batch_size = 4, .drop_last = true});
   EXPECT_EQ(drop.num_batches(), 2);
   EXPECT_EQ(epoch_labels(drop, 0), (std::vector<std::vector<int64_t>>{{0, 1, 2, 3}, {4, 5, 6, 7}}));
@@ -100,17 +103,22 @@ TEST(DataLoader, DeliversToCudaThroughPinnedMemory) {
   TG_REQUIRE_CUDA();
   const Tensor pinned = cuda::empty_pinned({4, 2}, kFloat32);
   EXPECT_TRUE(pinned.is_cpu());
-  DataLoader loader(ten(), {.batch_size = 4, .shuffle = true, .seed = 3, .device = cuda_device(0)});
-  DataLoader on_cpu(ten(), {.batch_size = 4, .shuffle = true, .seed = 3});
-  for (int64_t epoch = 0; epoch < 3; ++epoch) {
-    loader.start_epoch(epoch);
-    on_cpu.start_epoch(epoch);
-    while (auto batch = loader.next()) {
-      auto ref = on_cpu.next();
-      ASSERT_TRUE(ref.has_value());
-      EXPECT_TRUE((*batch)[0].is_cuda());
-      EXPECT_EQ((*batch)[1].cpu().to_vector<int64_t>(), (*ref)[1].to_vector<int64_t>());
-      EXPECT_EQ((*batch)[0].cpu().to_vector<float>(), (*ref)[0].to_vector<float>());
+  // Fresh device tensors (a side-stream copy), then static buffers (one copy per full batch, tensor by
+  // tensor for the short last one).
+  for (bool fixed : {false, true}) {
+    DataLoader loader(ten(), {.batch_size = 4, .shuffle = true, .seed = 3, .device = cuda_device(0),
+                              .static_buffers = fixed});
+    DataLoader on_cpu(ten(), {.batch_size = 4, .shuffle = true, .seed = 3});
+    for (int64_t epoch = 0; epoch < 3; ++epoch) {
+      loader.start_epoch(epoch);
+      on_cpu.start_epoch(epoch);
+      while (auto batch = loader.next()) {
+        auto ref = on_cpu.next();
+        ASSERT_TRUE(ref.has_value());
+        EXPECT_TRUE((*batch)[0].is_cuda());
+        EXPECT_EQ((*batch)[1].cpu().to_vector<int64_t>(), (*ref)[1].to_vector<int64_t>());
+        EXPECT_EQ((*batch)[0].cpu().to_vector<float>(), (*ref)[0].to_vector<float>());
+      }
     }
   }
 }
