@@ -17,6 +17,20 @@ constexpr int64_t kBlockAlignment = 256;  // bytes; any dtype's elements and vec
 // Blocks are int64 tensors: every offset and size is a multiple of 8 bytes.
 int64_t block_words(int64_t bytes) { return bytes / 8; }
 
+// The first `rows` rows of contiguous `t`, as a tensor of its own over the same storage.
+Tensor first_rows(const Tensor& t, int64_t rows) {
+  Shape shape = t.sizes();
+  shape[0] = rows;
+  return Tensor(std::make_shared<TensorImpl>(t.impl()->storage(), shape, contiguous_strides(shape),
+                                             t.storage_offset(), t.dtype()));
+}
+
+TensorList first_rows(const TensorList& ts, int64_t rows) {
+  TensorList out;
+  for (const Tensor& t : ts) out.push_back(first_rows(t, rows));
+  return out;
+}
+
 }  // namespace
 
 // One batch's pinned host block (its buffers: one view per dataset tensor) and the end of its last
@@ -51,24 +65,27 @@ DataLoader::DataLoader(TensorDataset dataset, DataLoaderOptions options, std::sh
     auto slot = std::make_shared<Slot>();
     slot->block = cuda::empty_pinned({block_words(block_bytes_)}, kInt64);
     std::memset(slot->block.raw_data(), 0, static_cast<size_t>(block_bytes_));  // alignment gaps travel too
-    slot->buffers = views_of(slot->block, options_.batch_size);
+    slot->buffers = carve(slot->block);
     slots_.push_back(std::move(slot));
   }
   if (options_.static_buffers) {
     static_block_ = empty({block_words(block_bytes_)}, {.dtype = kInt64, .device = options_.device});
-    mark_static_address(static_block_);
+    static_ = carve(static_block_);
+    for (const Tensor& t : static_) mark_static_address(t);
   }
 }
 
-TensorList DataLoader::views_of(const Tensor& block, int64_t rows) const {
+TensorList DataLoader::carve(const Tensor& block) const {
   TensorList out;
   const TensorList& ts = dataset_.tensors();
   for (size_t k = 0; k < ts.size(); ++k) {
     Shape shape = ts[k].sizes();
-    shape[0] = rows;
-    const int64_t offset = block.storage_offset() * block.element_size() + offsets_[k];
-    out.push_back(Tensor(std::make_shared<TensorImpl>(block.impl()->storage(), shape, contiguous_strides(shape),
-                                                      offset / ts[k].element_size(), ts[k].dtype())));
+    shape[0] = options_.batch_size;
+    const int64_t bytes = shape_numel(shape) * ts[k].element_size();
+    auto storage = std::make_shared<StorageImpl>(block.device(), static_cast<char*>(block.raw_data()) + offsets_[k],
+                                                 bytes, block.impl()->storage());
+    out.push_back(Tensor(std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0,
+                                                      ts[k].dtype())));
   }
   return out;
 }
@@ -168,21 +185,19 @@ std::optional<TensorList> DataLoader::next() {
   Slot& slot = *slots_[static_cast<size_t>(s)];
   // A full batch travels as the whole block, in one copy; a short one tensor by tensor.
   const bool full = slot.rows == options_.batch_size;
-  const TensorList host = full ? TensorList{slot.block} : views_of(slot.block, slot.rows);
+  const TensorList host = full ? TensorList{slot.block} : first_rows(slot.buffers, slot.rows);
   Tensor device_block;
-  TensorList device_copy;
+  TensorList batch, device_copy;
   if (options_.static_buffers) {
     device_block = static_block_;
+    batch = first_rows(static_, slot.rows);
   } else if (copy_stream_) {
     device_block = empty({block_words(block_bytes_)}, {.dtype = kInt64, .device = options_.device});
-  }
-  TensorList batch;
-  if (device_block.defined()) {
-    batch = views_of(device_block, slot.rows);
-    device_copy = full ? TensorList{device_block} : batch;
+    batch = first_rows(carve(device_block), slot.rows);
   } else {
-    for (const Tensor& h : views_of(slot.block, slot.rows)) batch.push_back(h.clone());
+    for (const Tensor& h : first_rows(slot.buffers, slot.rows)) batch.push_back(h.clone());
   }
+  if (device_block.defined()) device_copy = full ? TensorList{device_block} : batch;
   if (options_.static_buffers && options_.device.is_cuda()) {
     // The static buffers are still read by the previous step's work on the current stream, so the
     // copy is ordered after it there: a side stream would add two waits and overlap nothing.

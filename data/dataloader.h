@@ -62,8 +62,9 @@ class DataLoader {
   struct Slot;
   void produce(std::vector<int64_t> indices);
   void stop();
-  // One tensor per dataset tensor over `block` (laid out by offsets_), with `rows` rows.
-  TensorList views_of(const Tensor& block, int64_t rows) const;
+  // One full-batch tensor per dataset tensor over `block` (laid out by offsets_), each with a storage
+  // of its own over its part of the block (they never alias one another), keeping the block alive.
+  TensorList carve(const Tensor& block) const;
 
   TensorDataset dataset_;
   DataLoaderOptions options_;
@@ -75,6 +76,7 @@ class DataLoader {
   std::vector<int64_t> offsets_;  // byte offset of each dataset tensor's rows in a block
   int64_t block_bytes_ = 0;
   Tensor static_block_;  // static_buffers: the device block every batch is written into
+  TensorList static_;    // static_buffers: its tensors (marked as static addresses)
   std::vector<std::shared_ptr<Slot>> slots_;  // pinned blocks, reused round robin
   std::mutex mutex_;
   std::condition_variable cv_;

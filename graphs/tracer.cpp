@@ -67,6 +67,11 @@ const Edge& Tracer::input_edge(const Tensor& proxy) const {
 
 Tensor Tracer::add_aliased_input(const Tensor& real, const Tensor& earlier_proxy) {
   const TensorImpl& i = *real.impl();
+  // Views are regenerated from the earlier input in its element type: one of another dtype over the
+  // same memory has no such view.
+  TG_CHECK(real.dtype() == earlier_proxy.dtype(), "[compile] two inputs share memory with different dtypes (",
+           dtype_name(earlier_proxy.dtype()), " and ", dtype_name(real.dtype()), "); compiled functions take "
+           "inputs that alias only with the same dtype: pass a copy of one of them");
   Tensor proxy(std::make_shared<TensorImpl>(earlier_proxy.impl()->storage(), i.sizes(), i.strides(),
                                             i.storage_offset(), i.dtype()));
   copy_autograd_standing(real, proxy);

@@ -10,6 +10,7 @@
 #include "graphs/interpreter.h"
 #include "graphs/testing/parity.h"
 #include "support/test_support.h"
+#include "tensor/tensor_impl.h"
 
 namespace tg {
 namespace {
@@ -268,6 +269,15 @@ TEST(CompiledBackwardNode, HandsItsSavedValuesOverUnlessTheGraphIsKept) {
       EXPECT_THROW_MSG(out.backward(vec({1.0, 1.0})), "backward through the graph a second time");
     }
   }
+}
+
+// Inputs over one piece of memory with different dtypes have no common view to regenerate them
+// from: a clear error instead of a wrong graph.
+TEST(Compile, InputsAliasingWithDifferentDtypesAreRefused) {
+  Tensor block = zeros({8}, {.dtype = kInt64});
+  Tensor as_float(std::make_shared<TensorImpl>(block.impl()->storage(), Shape{4}, Shape{1}, 0, kFloat32));
+  auto f = compile([](const Tensor& a, const Tensor& b) { return a + b.to(kFloat32); }, aot());
+  EXPECT_THROW_MSG(f(as_float, block.narrow(0, 4, 4)), "two inputs share memory with different dtypes (float32 and int64)");
 }
 
 // loss.backward() starts a compiled backward from the function's own fixed 1 (read in place by its
