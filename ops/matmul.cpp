@@ -93,9 +93,10 @@ void gemm_2d(const Tensor& out, int64_t n, int64_t m, int64_t k, const Tensor& a
   g.out_batch_stride = n * m;
   g.alpha = alpha;
 #ifdef TG_WITH_CUDA
-  if (with_bias && g.device.is_cuda() && beta == 1.0 && bias->s0 == 0 && bias->s1 == 1 &&
-      cuda::gemm_bias_epilogue(g, bias->data))
-    return;
+  if (g.device.is_cuda()) {
+    if (with_bias && beta == 1.0 && bias->s0 == 0 && bias->s1 == 1 && cuda::gemm_lt(g, bias->data)) return;
+    if (!with_bias && cuda::gemm_lt(g, nullptr)) return;
+  }
 #endif
   if (with_bias) fill_bias(out, n, m, *bias, beta);
   g.beta = with_bias ? 1.0 : 0.0;
@@ -370,5 +371,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 Tensor Tensor::mm(const Tensor& other) const { return tg::mm(*this, other); }
 Tensor Tensor::bmm(const Tensor& other) const { return tg::bmm(*this, other); }
 Tensor Tensor::matmul(const Tensor& other) const { return tg::matmul(*this, other); }
+
+void set_gemm_autotuning(bool enabled) {
+#ifdef TG_WITH_CUDA
+  cuda::set_gemm_autotuning(enabled);
+#else
+  (void)enabled;
+#endif
+}
 
 }  // namespace tg

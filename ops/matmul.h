@@ -18,4 +18,9 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, Scalar beta =
 // x @ weight^T + bias, for x of any leading dims; weight is [out, in].
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
+// On CUDA, single products pick cuBLASLt's algorithm per shape by timing its candidates on the first
+// call (the default), or take cuBLAS's heuristic choice, the same in every process, when disabled
+// (as PyTorch's cudnn.benchmark switch does for convolutions). No effect on the CPU.
+void set_gemm_autotuning(bool enabled);
+
 }  // namespace tg

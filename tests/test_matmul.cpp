@@ -452,6 +452,27 @@ TEST(MatmulCuda, BatchedAddmmLinearMatchCpu) {
   }
 }
 
+// Products whose algorithm is timed (the default) and products on the heuristic's first choice
+// agree with the CPU; the shapes are those of a small MLP's training step, where the choices differ.
+TEST(MatmulCuda, TimedAndHeuristicAlgorithmsMatchCpu) {
+  TG_REQUIRE_CUDA();
+  for (bool timed : {true, false}) {
+    set_gemm_autotuning(timed);
+    const int64_t batch = timed ? 64 : 48;  // new shapes, so each setting chooses for itself
+    for (DType dt : {kFloat32, kFloat64}) {
+      const double rt = dt == kFloat32 ? 1e-4 : 1e-10;
+      expect_cuda_matches_cpu([](L x) { return linear(x[0], x[1], x[2]); },
+                              {random_tensor({batch, 64}, dt), random_tensor({128, 64}, dt), random_tensor({128}, dt)},
+                              rt, rt);
+      expect_cuda_matches_cpu([](L x) { return mm(x[0].t(), x[1]); },
+                              {random_tensor({batch, 10}, dt), random_tensor({batch, 128}, dt)}, rt, rt);
+      expect_cuda_matches_cpu([](L x) { return mm(x[0], x[1]); },
+                              {random_tensor({batch, 10}, dt), random_tensor({10, 128}, dt)}, rt, rt);
+    }
+  }
+  set_gemm_autotuning(true);
+}
+
 TEST(MatmulCuda, GradientsMatchCpu) {
   TG_REQUIRE_CUDA();
   // The gradients of a small MLP layer stack, flattened into one tensor so both runs compare at once.

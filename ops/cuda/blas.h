@@ -21,9 +21,13 @@ int64_t cublas_workspace_bytes();
 void* cublas_workspace(int device);
 // Runs g (float32 or float64, TF32 off) with cuBLAS on the current stream of g.device.
 void gemm(const Gemm& g);
-// Runs g (batch 1, beta 0) and adds `bias`, a contiguous vector of g.m elements broadcast over the
-// rows of the output, in cuBLASLt's epilogue: one kernel instead of a bias fill plus an
-// accumulating gemm. Returns false, having queued nothing, when cuBLASLt has no algorithm for it.
-bool gemm_bias_epilogue(const Gemm& g, const void* bias);
+// Runs g (batch 1, beta 0) through cuBLASLt with the algorithm timed fastest for its shape, adding
+// `bias` (null: none), a contiguous vector of g.m elements broadcast over the rows of the output, in
+// the epilogue: one kernel instead of a bias fill plus an accumulating gemm. Returns false, having
+// queued nothing, when cuBLASLt has no algorithm for it.
+bool gemm_lt(const Gemm& g, const void* bias);
+// Turns the timing of cuBLASLt's candidate algorithms on (the default) or off (the heuristic's first
+// choice, the same in every process). Shapes already seen keep their choice.
+void set_gemm_autotuning(bool enabled);
 
 }  // namespace tg::cuda

@@ -1,9 +1,14 @@
-// Products with a bias vector fused into cuBLASLt's epilogue (linear and addmm with a [m] bias):
-// one kernel, where the plain path needs a bias fill and an accumulating gemm. Descriptions and
-// the chosen algorithm are cached per shape, since cuBLASLt's heuristic query costs more than a
-// small product.
+// Single products through cuBLASLt, with a bias vector fused into the epilogue where there is one
+// (linear and addmm with a [m] bias: one kernel, where the plain path needs a bias fill and an
+// accumulating gemm). Descriptions and the chosen algorithm are cached per shape, since cuBLASLt's
+// heuristic query costs more than a small product. The algorithm is chosen by timing: for the small
+// products of training steps the heuristic's first choice is often a split-K kernel plus a reduction
+// kernel, two launches where one smaller-tiled kernel takes half the time. Each of the heuristic's
+// candidates runs on the call's own operands (outside graph capture, once per shape) and the fastest
+// is kept; set_gemm_autotuning(false) keeps the heuristic's first choice instead.
 #include <cublasLt.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -22,7 +27,7 @@ namespace {
 struct PlanKey {
   int device;
   DType dtype;
-  bool trans_a, trans_b;
+  bool trans_a, trans_b, bias;
   int64_t m, n, k, lda, ldb, ldc;
   int align_a, align_b, align_c;
   bool operator==(const PlanKey&) const = default;
@@ -32,21 +37,29 @@ struct PlanKeyHash {
   size_t operator()(const PlanKey& k) const {
     size_t h = std::hash<int64_t>()(k.m);
     for (int64_t v : {k.n, k.k, k.lda, k.ldb, k.ldc, int64_t(k.device), int64_t(k.dtype), int64_t(k.trans_a),
-                      int64_t(k.trans_b), int64_t(k.align_a), int64_t(k.align_b), int64_t(k.align_c)})
+                      int64_t(k.trans_b), int64_t(k.bias), int64_t(k.align_a), int64_t(k.align_b),
+                      int64_t(k.align_c)})
       h = h * 1000003u ^ std::hash<int64_t>()(v);
     return h;
   }
 };
 
-// A matmul description with its layouts and chosen algorithm; ok is false when cuBLASLt has none.
+// A matmul description with its layouts, the heuristic's candidate algorithms and the chosen one; ok
+// is false when cuBLASLt has none.
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  std::vector<cublasLtMatmulAlgo_t> candidates;
   cublasLtMatmulAlgo_t algo{};
   bool ok = false;
+  bool tuned = false;  // algo is the fastest candidate (else the heuristic's first)
 };
 
 constexpr size_t kMaxPlans = 4096;  // shapes seen by a training loop are few; this bounds a sweep
+constexpr int kCandidates = 8;      // heuristic results timed per shape
+constexpr int kTimedRuns = 5;       // runs per candidate
+
+std::atomic<bool> g_autotune{true};
 
 std::mutex g_mutex;
 std::vector<cublasLtHandle_t> g_handles;  // by device index
@@ -91,7 +104,7 @@ Plan make_plan(cublasLtHandle_t lt, const PlanKey& key, size_t workspace_bytes) 
   const cublasOperation_t op_second = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, op_first);
   set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, op_second);
-  set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+  set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, key.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
   const auto m = static_cast<uint64_t>(key.m), n = static_cast<uint64_t>(key.n), k = static_cast<uint64_t>(key.k);
   TG_CUBLAS_CHECK(key.trans_b ? cublasLtMatrixLayoutCreate(&p.a, type, k, m, key.ldb)
                               : cublasLtMatrixLayoutCreate(&p.a, type, m, k, key.ldb));
@@ -109,37 +122,94 @@ Plan make_plan(cublasLtHandle_t lt, const PlanKey& key, size_t workspace_bytes) 
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(key.align_a));
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(key.align_c));
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(key.align_c));
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
   const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+      cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.a, p.b, p.c, p.c, pref, kCandidates, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
-    p.algo = result.algo;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    for (int i = 0; i < found; ++i)
+      if (results[i].state == CUBLAS_STATUS_SUCCESS) p.candidates.push_back(results[i].algo);
+  if (!p.candidates.empty()) {
+    p.algo = p.candidates.front();
     p.ok = true;
   }
   return p;
 }
 
 template <typename T>
-cublasStatus_t run(cublasLtHandle_t lt, const Plan& p, const Gemm& g, void* workspace) {
+cublasStatus_t run(cublasLtHandle_t lt, const Plan& p, const cublasLtMatmulAlgo_t& algo, const Gemm& g,
+                   void* workspace) {
   const T alpha = static_cast<T>(g.alpha), beta = T(0);
-  return cublasLtMatmul(lt, p.desc, &alpha, g.b.data, p.a, g.a.data, p.b, &beta, g.out, p.c, g.out, p.c, &p.algo,
+  return cublasLtMatmul(lt, p.desc, &alpha, g.b.data, p.a, g.a.data, p.b, &beta, g.out, p.c, g.out, p.c, &algo,
                         workspace, static_cast<size_t>(cublas_workspace_bytes()), current_stream());
+}
+
+cublasStatus_t run(cublasLtHandle_t lt, const Plan& p, const cublasLtMatmulAlgo_t& algo, const Gemm& g,
+                   void* workspace) {
+  return g.dtype == kFloat32 ? run<float>(lt, p, algo, g, workspace) : run<double>(lt, p, algo, g, workspace);
+}
+
+// Bytes from the start of a row-major operand with `rows` stored rows of leading dimension ld.
+struct Extent {
+  const char* begin;
+  const char* end;
+  bool overlaps(const Extent& o) const { return begin < o.end && o.begin < end; }
+};
+Extent extent(const void* data, int64_t rows, int64_t ld, int64_t esize) {
+  const char* p = static_cast<const char*>(data);
+  return {p, p + rows * ld * esize};
+}
+
+// Times every candidate of `p` on g's own operands and keeps the fastest. Running a candidate only
+// rewrites g.out (beta is 0), so it is skipped when the output overlaps an input, and during graph
+// capture (nothing may synchronize there).
+void tune(cublasLtHandle_t lt, Plan& p, const Gemm& g, void* workspace) {
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  TG_CUDA_CHECK(cudaStreamIsCapturing(current_stream(), &capturing));
+  if (capturing != cudaStreamCaptureStatusNone) return;
+  p.tuned = true;
+  if (p.candidates.size() < 2 || !g_autotune.load()) return;
+  const int64_t esize = dtype_size(g.dtype);
+  const Extent out = extent(g.out, g.n, g.ldc, esize);
+  if (out.overlaps(extent(g.a.data, g.a.trans ? g.k : g.n, g.a.ld, esize)) ||
+      out.overlaps(extent(g.b.data, g.b.trans ? g.m : g.k, g.b.ld, esize)))
+    return;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  TG_CUDA_CHECK(cudaEventCreate(&start));
+  TG_CUDA_CHECK(cudaEventCreate(&stop));
+  float best = -1;
+  for (const cublasLtMatmulAlgo_t& algo : p.candidates) {
+    if (run(lt, p, algo, g, workspace) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up; unsupported: skipped
+    TG_CUDA_CHECK(cudaEventRecord(start, current_stream()));
+    for (int r = 0; r < kTimedRuns; ++r) TG_CUBLAS_CHECK(run(lt, p, algo, g, workspace));
+    TG_CUDA_CHECK(cudaEventRecord(stop, current_stream()));
+    TG_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    TG_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (best < 0 || ms < best) {
+      best = ms;
+      p.algo = algo;
+    }
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
 }
 
 }  // namespace
 
-bool gemm_bias_epilogue(const Gemm& g, const void* bias) {
+void set_gemm_autotuning(bool enabled) { g_autotune.store(enabled); }
+
+bool gemm_lt(const Gemm& g, const void* bias) {
   if (g.batch != 1 || g.beta != 0.0 || (g.dtype != kFloat32 && g.dtype != kFloat64)) return false;
-  if (alignment(bias) < 16) return false;  // epilogue kernels load the bias in vectors
+  if (bias != nullptr && alignment(bias) < 16) return false;  // epilogue kernels load the bias in vectors
   if (g.n == 0 || g.m == 0) return true;
   const int device = g.device.index;
   DeviceGuard guard(device);
   void* workspace = cublas_workspace(device);
   std::lock_guard<std::mutex> lock(g_mutex);
   cublasLtHandle_t lt = handle_locked(device);
-  const PlanKey key{device, g.dtype, g.a.trans, g.b.trans, g.m, g.n, g.k, g.a.ld, g.b.ld, g.ldc,
+  const PlanKey key{device, g.dtype, g.a.trans, g.b.trans, bias != nullptr, g.m, g.n, g.k, g.a.ld, g.b.ld, g.ldc,
                     alignment(g.a.data), alignment(g.b.data), alignment(g.out)};
   auto it = g_plans.find(key);
   if (it == g_plans.end()) {
@@ -151,9 +221,9 @@ bool gemm_bias_epilogue(const Gemm& g, const void* bias) {
   }
   Plan& plan = it->second;
   if (!plan.ok) return false;
-  set_attr(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
-  const cublasStatus_t st =
-      g.dtype == kFloat32 ? run<float>(lt, plan, g, workspace) : run<double>(lt, plan, g, workspace);
+  if (bias != nullptr) set_attr(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  if (!plan.tuned) tune(lt, plan, g, workspace);
+  const cublasStatus_t st = run(lt, plan, plan.algo, g, workspace);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
     plan.ok = false;  // checked before anything was queued: the caller's plain path takes over
     return false;
