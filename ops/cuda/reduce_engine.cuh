@@ -126,6 +126,8 @@ __global__ void __launch_bounds__(kReduceThreads)
   for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < p.n_out; o += step) {
     const int64_t base = offset_at(p.kept, o);
     Acc acc = init;
+    // Unrolled so that the loads of several steps are in flight at once; the combine stays in order.
+#pragma unroll 8
     for (int64_t r = lo; r < hi; ++r) acc = combine(acc, load(base + offset_at(p.reduced, r), o, r));
     if (partial) partial[c * p.n_out + o] = acc;
     else store(o, acc);
