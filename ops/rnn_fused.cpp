@@ -9,6 +9,7 @@
 
 #include "autograd/grad_mode.h"
 #include "ops/dispatch.h"
+#include "ops/factory.h"
 #include "ops/rnn_kernels.h"
 #include "tensor/shape.h"
 #include "tensor/tensor_impl.h"
@@ -210,6 +211,9 @@ class RnnOp final : public Op {
   }
   SaveSpec saves() const override { return {.inputs = true, .outputs = true}; }
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override;
+  // Final states that received no gradient reach rnn_backward as empty tensors: the kernels read
+  // them as zeros without a tensor of zeros being made.
+  bool needs_zero_filled_grads() const override { return false; }
   std::string attrs() const override {
     return std::string("mode=") + (mode_ == RnnMode::LSTM ? "lstm" : "gru") + ", num_layers=" +
            std::to_string(num_layers_) + ", bidirectional=" + (bidirectional_ ? "true" : "false") +
@@ -247,8 +251,9 @@ class RnnBackwardOp final : public Op {
              "its gradient of shape ", shape_str(y_sizes), ", got ", shape_str(y.sizes()), " and ",
              shape_str(in[first + 3].sizes()));
     for (size_t i = 0; i < states; ++i)
-      TG_CHECK(in[first + 4 + i].sizes() == o.h0.sizes(), "[rnn_backward] expected state gradients of shape ",
-               shape_str(o.h0.sizes()), ", got ", shape_str(in[first + 4 + i].sizes()));
+      TG_CHECK(in[first + 4 + i].numel() == 0 || in[first + 4 + i].sizes() == o.h0.sizes(), "[rnn_backward] ",
+               "expected state gradients of shape ", shape_str(o.h0.sizes()), " (or empty: none), got ",
+               shape_str(in[first + 4 + i].sizes()));
     for (size_t i = first; i < in.size(); ++i)
       if (i != first + 1) check_same("rnn_backward", in[i], "an output or its gradient", o.x);
     const int64_t want = reserve_numel(cfg, dev);
@@ -275,8 +280,14 @@ class RnnBackwardOp final : public Op {
                                 in[first + 4], dcy, out[0], out[1], dcx, out.back());
 #endif
     const TensorList dweights = rnn_grad_views(cfg, rnn_list_grad_layout(cfg), out.back());
-    cpu::rnn_backward(cfg, o.x, o.h0, o.c0, o.weights, in[first], in[first + 1], in[first + 3], in[first + 4], dcy,
-                      out[0], out[1], dcx, dweights);
+    // The CPU kernels read every state gradient: absent (empty) ones are zeros here.
+    auto or_zeros = [&](const Tensor& g) {
+      if (g.numel() > 0) return g;
+      OpObserverGuard untraced(nullptr);
+      return zeros(o.h0.sizes(), {.dtype = cfg.dtype, .device = o.x.device()});
+    };
+    cpu::rnn_backward(cfg, o.x, o.h0, o.c0, o.weights, in[first], in[first + 1], in[first + 3],
+                      or_zeros(in[first + 4]), lstm ? or_zeros(dcy) : dcy, out[0], out[1], dcx, dweights);
   }
   SaveSpec saves() const override { return {false, false}; }
   std::string attrs() const override {
@@ -300,8 +311,13 @@ TensorList RnnOp::backward(const BackwardContext& ctx, const TensorList& grads) 
   in.push_back(ctx.output(0));
   in.push_back(ctx.output(states + 1));
   in.push_back(ctx.output(states + 2));
-  // cuDNN reads dense gradients; a gradient may be a broadcast (sum's backward) or a view.
-  for (size_t i = 0; i <= states; ++i) in.push_back(grads[i].contiguous());
+  // cuDNN reads dense gradients; a gradient may be a broadcast (sum's backward) or a view. The output's
+  // gradient is zeros when only the final states received one; a final state without one goes as an
+  // empty tensor (read as zeros).
+  const Tensor& y = ctx.output(0);
+  const TensorOptions like_y{.dtype = y.dtype(), .device = y.device()};
+  in.push_back(grads[0].defined() ? grads[0].contiguous() : zeros(y.sizes(), like_y));
+  for (size_t i = 1; i <= states; ++i) in.push_back(grads[i].defined() ? grads[i].contiguous() : empty({0}, like_y));
   const RnnConfig cfg = check_rnn_operands("rnn_backward", mode_, in[0], in[1], states == 2 ? in[2] : Tensor(),
                                            TensorList(in.begin() + static_cast<std::ptrdiff_t>(1 + states),
                                                       in.begin() + static_cast<std::ptrdiff_t>(first)),

@@ -375,9 +375,10 @@ void rnn_backward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const
                                 stream));
   const Tensor work = buffer(p.train_work_bytes, kFloat64, device);
   const bool lstm = cfg.lstm();
+  // An undefined final-state gradient goes as a null pointer, which cuDNN reads as zeros.
   TG_CUDNN_CHECK(cudnnRNNBackwardData_v8(handle, d.rnn, kAllFullLength, d.y, y.raw_data(), dy.raw_data(), d.x,
-                                         dx.raw_data(), d.h, hx.raw_data(), dhy.raw_data(), dhx.raw_data(), d.h,
-                                         lstm ? cx.raw_data() : nullptr, lstm ? dcy.raw_data() : nullptr,
+                                         dx.raw_data(), d.h, hx.raw_data(), ptr(dhy), dhx.raw_data(), d.h,
+                                         lstm ? cx.raw_data() : nullptr, lstm ? ptr(dcy) : nullptr,
                                          lstm ? dcx.raw_data() : nullptr, p.weight_bytes, packed.raw_data(),
                                          p.train_work_bytes, ptr(work), p.reserve_bytes, scratch.raw_data()));
   // Weight gradients are accumulated by cuDNN (its only mode): into a zeroed space, which is the flat
