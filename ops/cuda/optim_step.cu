@@ -1,8 +1,7 @@
 // The fused optimizer steps on CUDA (Adam, SGD): parameters go to the kernel in groups of kTensorsPerLaunch (their
 // pointers passed by value, so a captured launch needs no device-side table); blockIdx.y picks the
-// parameter and blocks stride over its elements. The step counts advance once every block has read
-// them: at the end of the kernel when each parameter has one block (small parameters, the usual case
-// of a small model's step), else in a second, tiny launch.
+// parameter and blocks stride over its elements. The step counts advance in a second, tiny launch
+// once every block has read them.
 #include "ops/cuda/optim_step.h"
 
 #include <algorithm>
@@ -17,9 +16,6 @@ namespace {
 constexpr int kTensorsPerLaunch = 32;
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocksPerTensor = 512;
-// Up to this many elements per parameter, one block per parameter walks them all and advances the
-// step itself (one launch instead of two).
-constexpr int64_t kSingleBlockNumel = 16384;
 
 // The pointers and sizes of up to kTensorsPerLaunch parameters and their state.
 template <typename T>
@@ -37,7 +33,6 @@ struct AdamGroup {
 struct AdamHyper {
   double lr, beta1, beta2, eps, weight_decay;
   bool decoupled;
-  bool advance_steps = false;  // one block per parameter: it advances the step after reading it
 };
 
 template <typename T>
@@ -65,10 +60,6 @@ __global__ void adam_kernel(AdamGroup<T> group, AdamHyper h) {
     v[j] = vj;
     p[j] = param - lr / bias1 * mj / (sqrt(vj) / bias2_sqrt + eps);
   }
-  if (h.advance_steps) {
-    __syncthreads();  // every thread has read the step
-    if (threadIdx.x == 0) *group.steps[i] += T(1);
-  }
 }
 
 template <typename T>
@@ -95,14 +86,10 @@ void launch_groups(const TensorList& params, const TensorList& grads, const Tens
       max_numel = std::max(max_numel, group.numel[k]);
     }
     if (max_numel > 0) {
-      AdamHyper hyper = h;
-      hyper.advance_steps = max_numel <= kSingleBlockNumel;
-      const int64_t blocks = hyper.advance_steps ? 1 : std::min<int64_t>(blocks_for(max_numel, kThreads),
-                                                                         kMaxBlocksPerTensor);
-      const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(group.count));
-      adam_kernel<T><<<grid, kThreads, 0, stream>>>(group, hyper);
+      const dim3 grid(static_cast<unsigned>(std::min<int64_t>(blocks_for(max_numel, kThreads), kMaxBlocksPerTensor)),
+                      static_cast<unsigned>(group.count));
+      adam_kernel<T><<<grid, kThreads, 0, stream>>>(group, h);
       TG_CUDA_CHECK_LAUNCH();
-      if (hyper.advance_steps) continue;
     }
     advance_steps_kernel<T><<<1, kTensorsPerLaunch, 0, stream>>>(group);
     TG_CUDA_CHECK_LAUNCH();
