@@ -351,6 +351,9 @@ TEST(LossCuda, ForwardAndBackwardMatchCpu) {
           },
           {x, t, w}, 1e-4, 1e-7);
     }
+    // The fused kernel reads strided logits (a transposed [C, N] tensor) in float64 too.
+    const Tensor xt = random_tensor({10, n}, kFloat64, false, -3, 3);
+    expect_cuda_matches_cpu([](L v) { return cross_entropy(v[0].t(), v[1]); }, {xt, t}, 1e-10, 1e-12);
     const Tensor y = random_tensor({n, 10}, kFloat32);
     expect_cuda_matches_cpu([](L v) { return mse_loss(v[0], v[1]); }, {x, y}, 1e-4, 1e-6);
     expect_cuda_matches_cpu([](L v) { return l1_loss(v[0], v[1], Reduction::Sum); }, {x, y}, 1e-4, 1e-3);
@@ -371,6 +374,12 @@ TEST(LossCuda, OutOfRangeTargetGivesNaNAndRaisesAtTheNextSync) {
   const auto none = per_sample.to_vector<float>();
   EXPECT_EQ(none[0], -0.0f);
   EXPECT_TRUE(std::isnan(none[1]));
+  // The fused cross_entropy reports the same way, forward and backward.
+  const Tensor logits = zeros({2, 3}, {.device = cuda_device()}).requires_grad_();
+  const Tensor ce = cross_entropy(logits, t);
+  EXPECT_THROW_MSG(ce.item<float>(), "[nll_loss] target 7 is out of range for 3 classes (at batch index 1)");
+  ce.backward();
+  EXPECT_THROW_MSG(cuda::synchronize(0), "[nll_loss_backward] target 7 is out of range for 3 classes");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// CUDA kernels for nll_loss and its backward. A batch of up to 64K samples reduces in a single
-// block (one launch); larger batches go through the CUB-based reduction engine.
+// CUDA kernels for nll_loss, the fused cross_entropy and their backward. A batch of up to 64K
+// samples reduces in a single block (one launch); larger batches go through the CUB-based reduction
+// engine.
 #include "ops/cuda/loss.h"
 
 #include <cub/block/block_reduce.cuh>
@@ -8,6 +9,7 @@
 #include <limits>
 
 #include "ops/cuda/reduce_engine.cuh"
+#include "ops/cuda/softmax.h"
 #include "ops/reduce_functors.h"
 #include "tensor/cuda/device_error.h"
 
@@ -92,7 +94,98 @@ __global__ void nll_backward_kernel(const T* grad, int64_t grad_stride, T scale,
   }
 }
 
+template <typename T>
+__device__ __forceinline__ T warp_max(T v) {
+  for (int o = 16; o > 0; o /= 2) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// One warp per sample: the row's max and log-sum-exp, its log-probabilities written out, and (lane 0)
+// its -log p[target] added to the thread's share; the block sums the shares in a fixed order, so the
+// loss is the same on every run.
+template <typename T>
+__global__ void __launch_bounds__(kSingleBlockThreads)
+    cross_entropy_reduce_kernel(const T* x, NllLayout l, T* logp, T* out, bool mean) {
+  using BlockReduce = cub::BlockReduce<T, kSingleBlockThreads>;
+  __shared__ typename BlockReduce::TempStorage temp;
+  constexpr int kWarps = kSingleBlockThreads / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  T local = 0;
+  for (int64_t n = warp; n < l.rows; n += kWarps) {
+    const T* row = x + n * l.row_stride;
+    T m = -std::numeric_limits<T>::infinity();
+    for (int64_t c = lane; c < l.classes; c += 32) m = max(m, row[c * l.class_stride]);
+    m = warp_max(m);
+    T s = 0;
+    for (int64_t c = lane; c < l.classes; c += 32) s += exp(row[c * l.class_stride] - m);
+    const T lse = m + log(warp_sum(s));
+    T* dst = logp + n * l.classes;
+    for (int64_t c = lane; c < l.classes; c += 32) dst[c] = row[c * l.class_stride] - lse;
+    if (lane == 0) {
+      const int64_t t = l.target[n * l.target_stride];
+      if (t < 0 || t >= l.classes) {
+        report_device_error(l.error, DeviceErrorOp::NllLoss, t, l.classes, 0, n);
+        local += std::numeric_limits<T>::quiet_NaN();
+      } else {
+        local -= row[t * l.class_stride] - lse;
+      }
+    }
+  }
+  const T total = BlockReduce(temp).Sum(local);
+  if (threadIdx.x == 0) out[0] = mean ? total / static_cast<T>(l.rows) : total;
+}
+
+template <typename T>
+__global__ void cross_entropy_backward_kernel(const T* grad, int64_t grad_stride, T scale, const T* logp, NllLayout l,
+                                              T* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= l.rows * l.classes) return;
+  const int64_t n = i / l.classes;
+  const int64_t c = i - n * l.classes;
+  const int64_t t = l.target[n * l.target_stride];
+  if (t < 0 || t >= l.classes) {
+    if (c == 0) report_device_error(l.error, DeviceErrorOp::NllLossBackward, t, l.classes, 0, n);
+    out[i] = std::numeric_limits<T>::quiet_NaN();
+  } else {
+    out[i] = (exp(logp[i]) - (c == t ? T(1) : T(0))) * grad[n * grad_stride] * scale;
+  }
+}
+
 }  // namespace
+
+void cross_entropy_forward(const Tensor& input, const Tensor& target, Reduction reduction, Tensor& loss,
+                           Tensor& log_probs) {
+  const NllLayout l = nll_layout(input, target);
+  if (reduction == Reduction::None || l.rows > 65536) {
+    softmax_rows(SoftmaxMode::LogSoftmax, input, Tensor(), input.dim() - 1, log_probs);
+    nll_loss_forward(log_probs, target, reduction, loss);
+    return;
+  }
+  TG_DISPATCH_FLOATING(input.dtype(), "cross_entropy", [&] {
+    cross_entropy_reduce_kernel<<<1, kSingleBlockThreads, 0, current_stream()>>>(
+        input.data_ptr<scalar_t>(), l, log_probs.data_ptr<scalar_t>(), loss.data_ptr<scalar_t>(),
+        reduction == Reduction::Mean);
+    TG_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void cross_entropy_backward(const Tensor& grad, const Tensor& log_probs, const Tensor& target, Reduction reduction,
+                            Tensor& out) {
+  const NllLayout l = nll_layout(out, target);
+  const int64_t grad_stride = reduction == Reduction::None && grad.dim() == 1 ? grad.strides()[0] : 0;
+  TG_DISPATCH_FLOATING(grad.dtype(), "cross_entropy_backward", [&] {
+    const scalar_t scale = reduction == Reduction::Mean ? scalar_t(1) / static_cast<scalar_t>(l.rows) : scalar_t(1);
+    cross_entropy_backward_kernel<<<blocks_for(l.rows * l.classes, 256), 256, 0, current_stream()>>>(
+        grad.data_ptr<scalar_t>(), grad_stride, scale, log_probs.data_ptr<scalar_t>(), l, out.data_ptr<scalar_t>());
+    TG_CUDA_CHECK_LAUNCH();
+  });
+}
 
 void nll_loss_forward(const Tensor& input, const Tensor& target, Reduction reduction, Tensor& out) {
   const NllLayout l = nll_layout(input, target);

@@ -1,4 +1,5 @@
-// CUDA launchers for nll_loss and its backward (one kernel each for typical batch sizes).
+// CUDA launchers for nll_loss, the fused cross_entropy and their backward (one kernel each for
+// typical batch sizes).
 #pragma once
 
 #include "tensor/tensor.h"
@@ -10,5 +11,12 @@ namespace tg::cuda {
 void nll_loss_forward(const Tensor& input, const Tensor& target, Reduction reduction, Tensor& out);
 // out [N, C] (or [C]) = zeros with -grad (scaled by 1/N for Mean) at each target position.
 void nll_loss_backward(const Tensor& grad, const Tensor& target, Reduction reduction, Tensor& out);
+// loss = nll_loss(log_softmax(input), target) and log_probs (contiguous, input's sizes) at once; one
+// kernel for a reduced loss over up to 64K samples. Bad targets as for nll_loss.
+void cross_entropy_forward(const Tensor& input, const Tensor& target, Reduction reduction, Tensor& loss,
+                           Tensor& log_probs);
+// out = (exp(log_probs) - onehot(target)) * grad (scaled by 1/N for Mean), in one kernel.
+void cross_entropy_backward(const Tensor& grad, const Tensor& log_probs, const Tensor& target, Reduction reduction,
+                            Tensor& out);
 
 }  // namespace tg::cuda

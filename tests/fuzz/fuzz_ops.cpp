@@ -225,6 +225,23 @@ std::vector<FuzzOp> make_ops() {
                          return std::string(a.ints[1] ? "log_softmax(" : "softmax(") + n[0] + ", " +
                                 std::to_string(a.ints[0]) + ")";
                        }});
+  ops.push_back(FuzzOp{"cross_entropy", 1, false,
+                       [](Rng& rng, const TensorList& x, Attrs& a) {
+                         if (!floating(x[0]) || x[0].dim() != 2 || x[0].size(1) == 0) return false;
+                         a.ints = {rng.between(0, 2)};  // reduction: mean, sum, none
+                         return true;
+                       },
+                       [](TensorList& x, const Attrs& a) {
+                         // Targets from the logits themselves (a class index per row, int64).
+                         const Reduction r = a.ints[0] == 0 ? Reduction::Mean : a.ints[0] == 1 ? Reduction::Sum
+                                                                                               : Reduction::None;
+                         return cross_entropy(x[0], x[0].detach().argmax(1), r);
+                       },
+                       [](const Names& n, const Attrs& a) {
+                         static const char* const kReductions[] = {"mean", "sum", "none"};
+                         return "cross_entropy(" + n[0] + ", " + n[0] + ".argmax(1), " + kReductions[a.ints[0]] +
+                                ")";
+                       }});
   ops.push_back(FuzzOp{"cat", 2, false,
                        [](Rng& rng, const TensorList& x, Attrs& a) {
                          if (x[0].dim() == 0) return false;
