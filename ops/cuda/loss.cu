@@ -79,24 +79,8 @@ struct ScalarStore {
   __device__ void operator()(int64_t, T acc) const { out[0] = acc / divisor; }
 };
 
-// Element i = (n, c) of a loss's input gradient from the sample's scaled gradient g and whether c is
-// its target, for nll_loss: -g at the target, zero elsewhere.
 template <typename T>
-struct NllGrad {
-  __device__ T operator()(int64_t, bool hit, T g) const { return hit ? -g : T(0); }
-};
-
-// For cross_entropy: (softmax - onehot) * g, the softmax from the saved log-probabilities.
-template <typename T>
-struct CrossEntropyGrad {
-  const T* logp;
-  __device__ T operator()(int64_t i, bool hit, T g) const { return (exp(logp[i]) - (hit ? T(1) : T(0))) * g; }
-};
-
-// The [N, C] input gradient of a class-index loss, one thread per element; a bad target gives NaN
-// (reported once per sample).
-template <typename T, typename Grad>
-__global__ void class_grad_kernel(const T* grad, int64_t grad_stride, T scale, NllLayout l, Grad value, T* out) {
+__global__ void nll_backward_kernel(const T* grad, int64_t grad_stride, T scale, NllLayout l, T* out) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= l.rows * l.classes) return;
   const int64_t n = i / l.classes;
@@ -106,7 +90,7 @@ __global__ void class_grad_kernel(const T* grad, int64_t grad_stride, T scale, N
     if (c == 0) report_device_error(l.error, DeviceErrorOp::NllLossBackward, t, l.classes, 0, n);
     out[i] = std::numeric_limits<T>::quiet_NaN();
   } else {
-    out[i] = value(i, c == t, grad[n * grad_stride] * scale);
+    out[i] = c == t ? -grad[n * grad_stride] * scale : T(0);
   }
 }
 
@@ -157,6 +141,22 @@ __global__ void __launch_bounds__(kSingleBlockThreads)
   if (threadIdx.x == 0) out[0] = mean ? total / static_cast<T>(l.rows) : total;
 }
 
+template <typename T>
+__global__ void cross_entropy_backward_kernel(const T* grad, int64_t grad_stride, T scale, const T* logp, NllLayout l,
+                                              T* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= l.rows * l.classes) return;
+  const int64_t n = i / l.classes;
+  const int64_t c = i - n * l.classes;
+  const int64_t t = l.target[n * l.target_stride];
+  if (t < 0 || t >= l.classes) {
+    if (c == 0) report_device_error(l.error, DeviceErrorOp::NllLossBackward, t, l.classes, 0, n);
+    out[i] = std::numeric_limits<T>::quiet_NaN();
+  } else {
+    out[i] = (exp(logp[i]) - (c == t ? T(1) : T(0))) * grad[n * grad_stride] * scale;
+  }
+}
+
 }  // namespace
 
 void cross_entropy_forward(const Tensor& input, const Tensor& target, Reduction reduction, Tensor& loss,
@@ -181,9 +181,8 @@ void cross_entropy_backward(const Tensor& grad, const Tensor& log_probs, const T
   const int64_t grad_stride = reduction == Reduction::None && grad.dim() == 1 ? grad.strides()[0] : 0;
   TG_DISPATCH_FLOATING(grad.dtype(), "cross_entropy_backward", [&] {
     const scalar_t scale = reduction == Reduction::Mean ? scalar_t(1) / static_cast<scalar_t>(l.rows) : scalar_t(1);
-    class_grad_kernel<<<blocks_for(l.rows * l.classes, 256), 256, 0, current_stream()>>>(
-        grad.data_ptr<scalar_t>(), grad_stride, scale, l, CrossEntropyGrad<scalar_t>{log_probs.data_ptr<scalar_t>()},
-        out.data_ptr<scalar_t>());
+    cross_entropy_backward_kernel<<<blocks_for(l.rows * l.classes, 256), 256, 0, current_stream()>>>(
+        grad.data_ptr<scalar_t>(), grad_stride, scale, log_probs.data_ptr<scalar_t>(), l, out.data_ptr<scalar_t>());
     TG_CUDA_CHECK_LAUNCH();
   });
 }
@@ -220,8 +219,8 @@ void nll_loss_backward(const Tensor& grad, const Tensor& target, Reduction reduc
   const int64_t grad_stride = reduction == Reduction::None && grad.dim() == 1 ? grad.strides()[0] : 0;
   TG_DISPATCH_FLOATING(grad.dtype(), "nll_loss_backward", [&] {
     const scalar_t scale = reduction == Reduction::Mean ? scalar_t(1) / static_cast<scalar_t>(l.rows) : scalar_t(1);
-    class_grad_kernel<<<blocks_for(l.rows * l.classes, 256), 256, 0, current_stream()>>>(
-        grad.data_ptr<scalar_t>(), grad_stride, scale, l, NllGrad<scalar_t>{}, out.data_ptr<scalar_t>());
+    nll_backward_kernel<<<blocks_for(l.rows * l.classes, 256), 256, 0, current_stream()>>>(
+        grad.data_ptr<scalar_t>(), grad_stride, scale, l, out.data_ptr<scalar_t>());
     TG_CUDA_CHECK_LAUNCH();
   });
 }
