@@ -1,5 +1,6 @@
 #include "autograd/engine.h"
 
+#include <algorithm>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -30,10 +31,20 @@ struct LaterFirst {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
 };
 
+// Whether the node at `root` alone will see the gradient it starts with: no graph for higher-order
+// derivatives is built (it may hand the gradient on), no hook sees it, and grad() does not return it
+// (`captured`, the edges differentiated against).
+bool only_node_sees(const Edge& root, bool create_graph, const std::vector<Edge>& captured) {
+  const Node& node = *root.fn;
+  if (create_graph || node.pre_hooks().count(root.input_nr) || node.retain_grad_hooks().count(root.input_nr))
+    return false;
+  return std::none_of(captured.begin(), captured.end(), [&](const Edge& e) { return e.fn == root.fn; });
+}
+
 // The gradient a root starts with: the given one (shape-checked) or 1 for a one-element output (the
-// root node's own 1 where it keeps one, `allow_own` says nothing but the node will see the gradient,
-// and no hook does).
-Tensor root_gradient(const Tensor& out, const Edge& root, const Tensor& given, size_t i, bool allow_own) {
+// root node's own 1 where it keeps one and only it will see the gradient).
+Tensor root_gradient(const Tensor& out, const Edge& root, const Tensor& given, size_t i, bool create_graph,
+                     const std::vector<Edge>& captured) {
   if (given.defined()) {
     TG_CHECK(given.sizes() == out.sizes(), "Mismatch in shape: grad_output[", i, "] has a shape of ",
              shape_str(given.sizes()), " and output[", i, "] has a shape of ", shape_str(out.sizes()), ".");
@@ -41,8 +52,7 @@ Tensor root_gradient(const Tensor& out, const Edge& root, const Tensor& given, s
   }
   TG_CHECK(out.numel() == 1, "grad can be implicitly created only for scalar outputs (output ", i, " has shape ",
            shape_str(out.sizes()), ")");
-  const Node& node = *root.fn;
-  if (allow_own && !node.pre_hooks().count(root.input_nr) && !node.retain_grad_hooks().count(root.input_nr)) {
+  if (only_node_sees(root, create_graph, captured)) {
     Tensor own = root.fn->implicit_root_gradient(root.input_nr);
     if (own.defined()) return own;
   }
@@ -175,7 +185,7 @@ class GraphTask {
 
 // Root edges and starting gradients for a set of outputs.
 std::pair<std::vector<Edge>, TensorList> collect_roots(const TensorList& outputs, const TensorList& grad_outputs,
-                                                       bool allow_own) {
+                                                       bool create_graph, const std::vector<Edge>& captured = {}) {
   TG_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "[backward] got ", outputs.size(),
            " outputs but ", grad_outputs.size(), " grad_outputs; pass one gradient per output (or none)");
   std::vector<Edge> roots;
@@ -186,7 +196,7 @@ std::pair<std::vector<Edge>, TensorList> collect_roots(const TensorList& outputs
     TG_CHECK(out.requires_grad(), "element ", i, " of tensors does not require grad and does not have a grad_fn");
     roots.push_back(gradient_edge(out));
     grads.push_back(root_gradient(out, roots.back(), grad_outputs.empty() ? Tensor() : grad_outputs[i], i,
-                                  allow_own));
+                                  create_graph, captured));
   }
   return {std::move(roots), std::move(grads)};
 }
@@ -196,8 +206,7 @@ std::pair<std::vector<Edge>, TensorList> collect_roots(const TensorList& outputs
 int64_t current_backward_sequence_nr() { return t_backward_sequence_nr; }
 
 void backward(const TensorList& outputs, const TensorList& grad_outputs, bool retain_graph, bool create_graph) {
-  // A graph built for higher-order derivatives may hand its starting gradient on: it must be a fresh one.
-  auto [roots, grads] = collect_roots(outputs, grad_outputs, /*allow_own=*/!create_graph);
+  auto [roots, grads] = collect_roots(outputs, grad_outputs, create_graph);
   GraphTask task(retain_graph || create_graph, create_graph);
   task.run(roots, std::move(grads), /*only_captures=*/false);
 }
@@ -215,12 +224,7 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs, const Tenso
 
 TensorList grad_at_edges(const TensorList& outputs, const std::vector<Edge>& inputs, const TensorList& grad_outputs,
                          bool retain_graph, bool create_graph, bool allow_unused) {
-  // The starting gradients are returned as they are when a root is also differentiated against.
-  bool root_captured = false;
-  for (const Tensor& out : outputs)
-    for (const Edge& e : inputs)
-      if (out.defined() && out.requires_grad() && gradient_edge(out).fn == e.fn) root_captured = true;
-  auto [roots, grads] = collect_roots(outputs, grad_outputs, /*allow_own=*/!create_graph && !root_captured);
+  auto [roots, grads] = collect_roots(outputs, grad_outputs, create_graph, inputs);
   GraphTask task(retain_graph, create_graph);
   task.resize_captures(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) task.capture(inputs[i], i);

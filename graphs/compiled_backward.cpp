@@ -15,7 +15,7 @@ Tensor UnitTangents::get(size_t k, const TensorMeta& meta) {
     versions_.resize(k + 1);
   }
   Tensor& t = ones_[k];
-  if (!t.defined() || t.version() != versions_[k] || t.impl()->storage()->is_stale()) {
+  if (!t.defined() || t.version() != versions_[k]) {
     NoGradGuard no_grad;
     t = ones(meta.sizes, {.dtype = meta.dtype, .device = meta.device});
     mark_static_address(t);
