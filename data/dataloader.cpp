@@ -17,10 +17,16 @@ constexpr int64_t kBlockAlignment = 256;  // bytes; any dtype's elements and vec
 // Blocks are int64 tensors: every offset and size is a multiple of 8 bytes.
 int64_t block_words(int64_t bytes) { return bytes / 8; }
 
-// The first `rows` rows of contiguous `t`, as a tensor of its own over the same storage.
-Tensor first_rows(const Tensor& t, int64_t rows) {
+// The sizes of `rows` rows of t.
+Shape with_rows(const Tensor& t, int64_t rows) {
   Shape shape = t.sizes();
   shape[0] = rows;
+  return shape;
+}
+
+// The first `rows` rows of contiguous `t`, as a tensor of its own over the same storage.
+Tensor first_rows(const Tensor& t, int64_t rows) {
+  const Shape shape = with_rows(t, rows);
   return Tensor(std::make_shared<TensorImpl>(t.impl()->storage(), shape, contiguous_strides(shape),
                                              t.storage_offset(), t.dtype()));
 }
@@ -58,7 +64,7 @@ DataLoader::DataLoader(TensorDataset dataset, DataLoaderOptions options, std::sh
   if (options_.device.is_cuda()) copy_stream_ = std::make_unique<cuda::CopyStream>(options_.device.index);
   for (const Tensor& t : dataset_.tensors()) {
     offsets_.push_back(block_bytes_);
-    const int64_t bytes = t.numel() / std::max<int64_t>(t.size(0), 1) * options_.batch_size * t.element_size();
+    const int64_t bytes = shape_numel(with_rows(t, options_.batch_size)) * t.element_size();
     block_bytes_ += (bytes + kBlockAlignment - 1) / kBlockAlignment * kBlockAlignment;
   }
   for (int s = 0; s < options_.prefetch; ++s) {
@@ -79,8 +85,7 @@ TensorList DataLoader::carve(const Tensor& block) const {
   TensorList out;
   const TensorList& ts = dataset_.tensors();
   for (size_t k = 0; k < ts.size(); ++k) {
-    Shape shape = ts[k].sizes();
-    shape[0] = options_.batch_size;
+    const Shape shape = with_rows(ts[k], options_.batch_size);
     const int64_t bytes = shape_numel(shape) * ts[k].element_size();
     auto storage = std::make_shared<StorageImpl>(block.device(), static_cast<char*>(block.raw_data()) + offsets_[k],
                                                  bytes, block.impl()->storage());
