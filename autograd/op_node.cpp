@@ -116,6 +116,10 @@ TensorList AccumulateGrad::apply(TensorList&& grad_outputs) {
     Tensor acc(meta.grad);
     acc.add_(g);
   }
+  if (!meta.post_accumulate_hooks.empty()) {
+    const Tensor leaf_tensor(leaf);
+    for (const PostAccumulateGradHook& hook : meta.post_accumulate_hooks) hook(leaf_tensor);
+  }
   return {};
 }
 

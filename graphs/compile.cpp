@@ -14,6 +14,7 @@
 #include "graphs/interpreter.h"
 #include "graphs/logs.h"
 #include "graphs/reinplace.h"
+#include "graphs/schedule.h"
 #include "ops/copy.h"
 #include "ops/dispatch.h"
 #include "ops/view.h"
@@ -73,6 +74,8 @@ std::optional<Device> cuda_device_of(const Graph& g) {
 // writes into inputs with fixed addresses are written back inside the graph.
 void make_executors(CompiledFunction::State& s, CompiledEntry& entry, const TensorList& args) {
   const JointGraph& joint = entry.joint;
+  schedule_collectives_early(entry.partition.forward);
+  schedule_collectives_early(entry.partition.backward);
   entry.forward_graph = entry.partition.forward;
   Graph& fw = entry.forward_graph;
   const Graph& bw = entry.partition.backward;
@@ -184,6 +187,19 @@ std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const Cal
 
 // Gives an output its own TensorImpl when it is a caller's tensor or repeats an earlier output,
 // so attaching autograd state never touches the caller's tensor.
+// Tells each reducer folded into the backward graph that the gradients about to reach its leaves are
+// already reduced (its eager path must not reduce them again).
+void announce_reduced_gradients(const JointGraph& joint) {
+  for (const GradReduction& r : joint.reductions) {
+    std::shared_ptr<GradReducer> reducer = r.reducer.lock();
+    if (!reducer) continue;
+    std::vector<std::shared_ptr<TensorImpl>> leaves;
+    for (const auto& weak : r.leaves)
+      if (auto leaf = weak.lock()) leaves.push_back(std::move(leaf));
+    reducer->expect_reduced(leaves);
+  }
+}
+
 Tensor fresh_handle(const Tensor& t) {
   const TensorImpl& i = *t.impl();
   return Tensor(std::make_shared<TensorImpl>(i.storage(), i.sizes(), i.strides(), i.storage_offset(), i.dtype()));
@@ -250,6 +266,7 @@ TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorLi
   if (diff_outputs.empty()) return outputs;
   auto runner = [entry](TensorList saved_values, const TensorList& tangents) -> TensorList {
     if (entry->joint.backward_refused) throw DoubleBackwardError();
+    announce_reduced_gradients(entry->joint);
     TensorList inputs = std::move(saved_values);
     inputs.insert(inputs.end(), tangents.begin(), tangents.end());
     return entry->backward->run(std::move(inputs));

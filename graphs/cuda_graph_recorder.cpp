@@ -113,7 +113,12 @@ class CudaRecorder final : public GraphRecorder {
       TG_CUDA_CHECK(cudaStreamBeginCapture(side_stream_, cudaStreamCaptureModeRelaxed));
       try {
         outputs = body();
+        cuda::join_forked_work();  // work forked to other streams (collectives) rejoins the capture
       } catch (...) {
+        try {
+          cuda::join_forked_work();  // so that nothing waits later on events of the broken capture
+        } catch (...) {
+        }
         cudaGraph_t broken = nullptr;
         cudaStreamEndCapture(side_stream_, &broken);
         if (broken) cudaGraphDestroy(broken);

@@ -4,6 +4,7 @@
 
 #include "autograd/grad_mode.h"
 #include "ops/dispatch.h"
+#include "tensor/cuda_runtime.h"
 
 namespace tg::graphs {
 
@@ -48,6 +49,9 @@ void Interpreter::run_nodes(std::vector<Tensor>& env, size_t first, size_t last)
     for (size_t k = 0; k < n.outputs.size(); ++k) env[static_cast<size_t>(n.outputs[k])] = std::move(outs[k]);
     for (ValueId v : release_after_[i]) env[static_cast<size_t>(v)] = Tensor();
   }
+  // Asynchronous collectives finish before anyone reads the results (and inside a capture, before
+  // it ends: a captured fork must join).
+  cuda::join_forked_work();
 }
 
 }  // namespace tg::graphs

@@ -1,5 +1,7 @@
 #include "graphs/joint.h"
 
+#include <algorithm>
+
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
@@ -37,6 +39,41 @@ class GeneratorStateGuard {
  private:
   PhiloxState state_;
 };
+
+// Folds the cross-process reduction of lifted leaves' gradients (data-parallel parameters) into the
+// traced backward: each reducer that is reducing now gets its leaves' gradients, in the order they
+// were captured (the same on every process), and its results replace them.
+void reduce_across_processes(JointGraph& joint, const Tracer& tracer, TensorList& grads) {
+  struct Group {
+    std::shared_ptr<GradReducer> reducer;
+    std::vector<std::shared_ptr<TensorImpl>> leaves;
+    std::vector<size_t> slots;
+  };
+  std::vector<Group> groups;
+  for (size_t k = 0; k < joint.grad_primals.size(); ++k) {
+    const PrimalRef& p = joint.grad_primals[k];
+    if (p.kind != InputKind::Lifted) continue;
+    const Tensor& leaf = tracer.lifted()[static_cast<size_t>(p.index)];
+    const AutogradMeta* meta = leaf.impl()->autograd_if_present();
+    if (!meta || !meta->grad_reducer || meta->grad_fn) continue;
+    auto group = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.reducer == meta->grad_reducer; });
+    if (group == groups.end()) group = groups.insert(groups.end(), Group{meta->grad_reducer, {}, {}});
+    group->leaves.push_back(leaf.impl_ptr());
+    group->slots.push_back(k);
+  }
+  for (Group& group : groups) {
+    if (!group.reducer->reducing()) continue;
+    TensorList local;
+    for (size_t k : group.slots) local.push_back(grads[k]);
+    TensorList reduced = group.reducer->reduce(group.leaves, local);
+    TG_CHECK(reduced.size() == local.size(), "[compile] a gradient reducer returned ", reduced.size(),
+             " gradients for ", local.size(), " leaves");
+    for (size_t j = 0; j < group.slots.size(); ++j) grads[group.slots[j]] = reduced[j];
+    GradReduction folded{group.reducer, {}};
+    for (const auto& leaf : group.leaves) folded.leaves.push_back(leaf);
+    joint.reductions.push_back(std::move(folded));
+  }
+}
 
 }  // namespace
 
@@ -132,13 +169,16 @@ JointGraph trace_joint(const GraphFn& fn, const TensorList& args) {
     try {
       TensorList grads = grad_at_edges(diff_outputs, diff_primals, tangents, /*retain_graph=*/true,
                                        /*create_graph=*/false, /*allow_unused=*/true);
+      reduce_across_processes(joint, tracer, grads);
       for (const Tensor& gr : grads) g.outputs.push_back(tracer.value_of(gr));
     } catch (const DoubleBackwardError&) {
       // The outputs are gradients computed inside the function: their backward is refused when asked for.
       joint.backward_refused = true;
     }
-    // Backward formulas may capture real tensors too (a custom Function's saved constants).
+    // Backward formulas may capture real tensors too (a custom Function's saved constants), and
+    // gradient reducers read host values (whether they reduce now).
     joint.lifted = tracer.lifted();
+    joint.host_guards = tracer.host_guards();
   }
   return joint;
 }

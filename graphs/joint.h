@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/grad_reducer.h"
 #include "graphs/graph.h"
 #include "ops/guarded_value.h"
 
@@ -28,6 +29,13 @@ struct OutputAlias {
   int64_t storage_offset = 0;
 };
 
+// A cross-process gradient reduction folded into the backward graph: its reducer and the leaves it
+// reduces, held weakly (a cached graph keeps no model alive).
+struct GradReduction {
+  std::weak_ptr<GradReducer> reducer;
+  std::vector<std::weak_ptr<TensorImpl>> leaves;
+};
+
 // The joint graph plus what the runtime needs to interpret its outputs.
 struct JointGraph {
   Graph graph;  // inputs: arguments, lifted tensors, tangents; outputs: see below
@@ -42,6 +50,7 @@ struct JointGraph {
   bool grad_enabled_after = true;          // grad mode when the function returned
   std::vector<ValueId> tangent_values;     // per output requiring grad, in order
   bool backward_refused = false;           // the backward would need double backward: refused when run
+  std::vector<GradReduction> reductions;   // reducers whose communication the backward graph holds
 };
 
 // Thrown by trace_joint for functions it can trace only by giving up on graphs (compile() then runs

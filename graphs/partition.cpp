@@ -161,7 +161,7 @@ PartitionerKind parse_partitioner(const std::string& name) {
 bool is_recomputable(const Op& op) {
   static const std::set<std::string, std::less<>> never = {"mm", "bmm", "matmul", "addmm", "linear", "rnn"};
   if (never.count(op.name())) return false;
-  if (op.has(kRandom) || op.has(kDeviceCopy) || op.has(kHostSync)) return false;
+  if (op.has(kRandom) || op.has(kDeviceCopy) || op.has(kHostSync) || op.has(kCollective)) return false;
   return true;
 }
 

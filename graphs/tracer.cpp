@@ -173,7 +173,7 @@ void Tracer::before_op(const OpPtr& op, TensorList& inputs) {
 }
 
 bool Tracer::wants_fake_outputs(const OpPtr& op, const TensorList& inputs) {
-  if (op->has(kRandom) || op->has(kDeviceCopy) || op->has(kHostSync)) return true;
+  if (op->has(kRandom) || op->has(kDeviceCopy) || op->has(kHostSync) || op->has(kCollective)) return true;
   for (const Tensor& t : inputs)
     if (t.defined() && !is_constant(t)) return true;
   for (const TensorMeta& m : op->infer(inputs))

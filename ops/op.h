@@ -24,6 +24,7 @@ enum OpFlag : uint32_t {
   kNonDifferentiable = 1u << 7,  // outputs never require grad (comparisons, argmax, integer results)
   kMetadataMutation = 1u << 8,   // changes sizes/storage of input `mutates` (resize_, set_)
   kOverwritesTarget = 1u << 9,   // in-place op that writes every element of its target without reading it
+  kCollective = 1u << 10,        // exchanges data with other processes: never recomputed, folded or skipped
 };
 
 // Static description of an op; `mutates` and `view_of` name an input index or are -1.

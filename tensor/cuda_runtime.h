@@ -18,5 +18,8 @@ void synchronize(int device_index = 0);
 void set_device(int device_index);
 // The device current for this thread.
 int current_device();
+// Makes the current stream wait for all forked work this thread noted (asynchronous collectives);
+// graph executors call it before their results are read and before a capture ends. A no-op when none.
+void join_forked_work();
 
 }  // namespace tg::cuda

@@ -19,6 +19,7 @@ void memcpy(void*, Device, const void*, Device, int64_t) { no_cuda("copy"); }
 void synchronize(int) { no_cuda("synchronize"); }
 void set_device(int) { no_cuda("set_device"); }
 int current_device() { no_cuda("current_device"); }
+void join_forked_work() {}
 
 }  // namespace cuda
 }  // namespace tg

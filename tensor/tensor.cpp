@@ -146,4 +146,14 @@ size_t Tensor::register_hook(GradHook hook) const {
   return m.hooks.size() - 1;
 }
 
+size_t Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const {
+  TG_CHECK(requires_grad(), "[register_post_accumulate_grad_hook] cannot register a hook on a tensor that doesn't "
+           "require gradient");
+  AutogradMeta& m = checked()->autograd();
+  TG_CHECK(!m.grad_fn, "[register_post_accumulate_grad_hook] post accumulate grad hooks can only be registered on "
+           "leaf tensors, got a tensor produced by ", m.grad_fn->name());
+  m.post_accumulate_hooks.push_back(std::move(hook));
+  return m.post_accumulate_hooks.size() - 1;
+}
+
 }  // namespace tg

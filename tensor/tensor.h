@@ -96,6 +96,8 @@ class Tensor {
   void retain_grad() const;
   // Registers a hook on this tensor's gradient; returns its index.
   size_t register_hook(GradHook hook) const;
+  // Registers a hook that runs after this leaf's .grad has been updated by a backward; returns its index.
+  size_t register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const;
 
   // ---- views (share storage) --------------------------------------------------------------
   Tensor view(const Shape& sizes) const;

@@ -15,9 +15,12 @@ namespace tg {
 class Node;
 class TensorImpl;
 class Tensor;
+class GradReducer;
 
 // A gradient hook: sees the incoming gradient and may return a replacement (or an undefined tensor).
 using GradHook = std::function<Tensor(const Tensor&)>;
+// Runs after a leaf's .grad has been updated (PyTorch's post-accumulate-grad hook); sees the leaf.
+using PostAccumulateGradHook = std::function<void(const Tensor&)>;
 
 // Autograd state, created only for tensors that take part in differentiation.
 struct AutogradMeta {
@@ -28,6 +31,8 @@ struct AutogradMeta {
   uint32_t output_nr = 0;                  // which output of grad_fn this tensor is
   std::weak_ptr<Node> grad_accumulator;    // leaves: the node that accumulates into grad
   std::vector<GradHook> hooks;             // leaves: run before accumulation
+  std::vector<PostAccumulateGradHook> post_accumulate_hooks;  // leaves: run after accumulation
+  std::shared_ptr<GradReducer> grad_reducer;  // leaves: reduces the gradient across processes (data parallel)
 };
 
 // Geometry and data of a tensor; several TensorImpls share one StorageImpl when they are views.
