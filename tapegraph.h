@@ -4,6 +4,8 @@
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
+#include "distributed/collectives.h"
+#include "distributed/ddp.h"
 #include "graphs/compile.h"
 #include "graphs/cudagraph_step.h"
 #include "nn/nn.h"

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "distributed/collectives.h"
+
 namespace tg::fuzz {
 namespace {
 
@@ -26,6 +28,14 @@ Shape slice_of(const std::vector<int64_t>& v, size_t from, size_t to) {
 }
 
 bool floating(const Tensor& t) { return is_floating(t.dtype()); }
+
+// A process group of this process alone: collectives then trace, capture and run like any op (on
+// the GPU through a one-rank NCCL communicator).
+const std::shared_ptr<distributed::ProcessGroup>& group_of_one() {
+  static const auto group = std::make_shared<distributed::ProcessGroup>(distributed::Environment{},
+                                                                        distributed::InitOptions{});
+  return group;
+}
 
 // A dim of t (t.dim() > 0), drawn.
 int64_t some_dim(Rng& rng, const Tensor& t) { return rng.between(0, t.dim() - 1); }
@@ -241,6 +251,22 @@ std::vector<FuzzOp> make_ops() {
                          static const char* const kReductions[] = {"mean", "sum", "none"};
                          return "cross_entropy(" + n[0] + ", " + n[0] + ".argmax(1), " + kReductions[a.ints[0]] +
                                 ")";
+                       }});
+  ops.push_back(FuzzOp{"all_reduce", 1, false,
+                       [](Rng& rng, const TensorList& x, Attrs& a) {
+                         if (!floating(x[0])) return false;
+                         a.ints = {rng.between(0, 1), rng.chance(0.5)};  // sum or avg; or an all_gather
+                         return true;
+                       },
+                       [](TensorList& x, const Attrs& a) {
+                         using distributed::ReduceOp;
+                         if (a.ints[1]) return distributed::all_gather(x[0], group_of_one());
+                         return distributed::all_reduce(x[0], a.ints[0] ? ReduceOp::Avg : ReduceOp::Sum, group_of_one());
+                       },
+                       [](const Names& n, const Attrs& a) {
+                         if (a.ints[1]) return "distributed::all_gather(" + n[0] + ", group_of_one)";
+                         return "distributed::all_reduce(" + n[0] + (a.ints[0] ? ", ReduceOp::Avg" : ", ReduceOp::Sum") +
+                                ", group_of_one)";
                        }});
   ops.push_back(FuzzOp{"cat", 2, false,
                        [](Rng& rng, const TensorList& x, Attrs& a) {

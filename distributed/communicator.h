@@ -1,0 +1,41 @@
+// The transport behind a process group: moves and reduces tensor data between ranks.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "distributed/process_group.h"
+
+namespace tg::distributed {
+
+// One implementation per transport; the process group validates operands before calling it.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual void all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, bool async) = 0;
+  // Reduces each of `ins` into its slice of `flat` (laid end to end), as one grouped launch.
+  virtual void all_reduce_into(const TensorList& ins, const Tensor& flat, ReduceOp op, bool async) = 0;
+  virtual void broadcast(const Tensor& in, const Tensor& out, int root) = 0;
+  virtual void all_gather(const Tensor& in, const Tensor& out) = 0;
+  virtual void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) = 0;
+};
+
+// A group of one process: every collective is a copy (the reduction of one tensor is itself).
+class SelfCommunicator final : public Communicator {
+ public:
+  void all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, bool async) override;
+  void all_reduce_into(const TensorList& ins, const Tensor& flat, ReduceOp op, bool async) override;
+  void broadcast(const Tensor& in, const Tensor& out, int root) override;
+  void all_gather(const Tensor& in, const Tensor& out) override;
+  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) override;
+};
+
+#ifdef TG_WITH_CUDA
+// NCCL over the CUDA devices of all ranks. Rank 0 makes the unique id and publishes it through
+// `store` (null for a group of one); creation and eager collectives are bounded by `timeout`.
+std::unique_ptr<Communicator> make_nccl_communicator(int rank, int world_size, int device, TcpStore* store,
+                                                     std::chrono::milliseconds timeout);
+#endif
+
+}  // namespace tg::distributed

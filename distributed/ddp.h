@@ -1,0 +1,67 @@
+// nn::DistributedDataParallel: one model replica per process, gradients averaged over the ranks in
+// buckets while the backward still runs (PyTorch's DistributedDataParallel).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/grad_reducer.h"
+#include "distributed/process_group.h"
+#include "nn/module.h"
+
+namespace tg::distributed {
+class GradientBuckets;
+}
+
+namespace tg::nn {
+
+// Options of DistributedDataParallel, named as PyTorch's.
+struct DistributedDataParallelOptions {
+  std::shared_ptr<distributed::ProcessGroup> process_group;  // null: the default group
+  double bucket_cap_mb = 25.0;        // gradients reduced together, at most about this many MiB
+  double first_bucket_cap_mb = 1.0;   // the first bucket (the last layers' gradients) is smaller, to start early
+  bool broadcast_buffers = true;      // every forward starts from rank 0's buffers (BatchNorm statistics)
+};
+
+// Wraps `module` (as child "module", so state_dict keys read "module.0.weight" as in PyTorch):
+// rank 0's parameters and buffers are broadcast at construction; every backward averages the
+// gradients over the ranks in buckets (about bucket_cap_mb each, in reverse order of registration,
+// which is roughly the order the backward produces them), each bucket as soon as all its gradients
+// exist, so communication overlaps the rest of the backward. Under compile() the bucketed
+// reductions are part of the backward graph (and of its CUDA graph). Every parameter that requires
+// grad must receive a gradient in each backward.
+class DistributedDataParallel : public Module {
+ public:
+  explicit DistributedDataParallel(std::shared_ptr<Module> module, DistributedDataParallelOptions options = {});
+  ~DistributedDataParallel() override;
+  Tensor forward(const Tensor& input) override;
+  std::string type_name() const override { return "DistributedDataParallel"; }
+  // The wrapped module.
+  const std::shared_ptr<Module>& module() const { return module_; }
+  // Parameter names per bucket, in reduction order.
+  std::vector<std::vector<std::string>> bucket_names() const;
+
+  // While alive, backwards accumulate gradients locally without communicating (gradient
+  // accumulation); the first backward after it averages the accumulated gradients.
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(DistributedDataParallel& ddp);
+    ~NoSyncGuard();
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+   private:
+    DistributedDataParallel& ddp_;
+    bool previous_;
+  };
+  // no_sync(): `auto guard = ddp.no_sync();`.
+  [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+
+ private:
+  std::shared_ptr<Module> module_;
+  DistributedDataParallelOptions options_;
+  std::shared_ptr<distributed::GradientBuckets> buckets_;
+};
+
+}  // namespace tg::nn

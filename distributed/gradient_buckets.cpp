@@ -1,0 +1,165 @@
+#include "distributed/gradient_buckets.h"
+
+#include <algorithm>
+
+#include "autograd/grad_mode.h"
+#include "distributed/collectives.h"
+#include "ops/factory.h"
+#include "tensor/cuda_runtime.h"
+
+namespace tg::distributed {
+
+GradientBuckets::GradientBuckets(std::vector<nn::NamedTensor> params, std::shared_ptr<ProcessGroup> group,
+                                 double first_cap_mb, double cap_mb)
+    : params_(std::move(params)), group_(std::move(group)), bucket_of_(params_.size()) {
+  // Reverse registration order; a bucket closes once it reaches its cap, and a new one opens for
+  // every change of dtype or device (one message carries one dtype).
+  double cap = first_cap_mb;
+  int64_t bytes = 0;
+  std::vector<size_t> current;
+  auto close = [&] {
+    if (current.empty()) return;
+    buckets_.push_back(std::move(current));
+    current.clear();
+    bytes = 0;
+    cap = cap_mb;
+  };
+  for (size_t k = params_.size(); k-- > 0;) {
+    const Tensor& p = params_[k].second;
+    if (!current.empty()) {
+      const Tensor& head = params_[current.front()].second;
+      if (head.dtype() != p.dtype() || head.device() != p.device()) close();
+    }
+    current.push_back(k);
+    bytes += p.numel() * p.element_size();
+    if (static_cast<double>(bytes) >= cap * 1024.0 * 1024.0) close();
+  }
+  close();
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    for (size_t k : buckets_[b]) bucket_of_[k] = b;
+  ready_.assign(buckets_.size(), 0);
+  averages_.resize(buckets_.size());
+  got_grad_.assign(params_.size(), false);
+  reduced_in_graph_.assign(params_.size(), false);
+  local_only_.assign(params_.size(), false);
+}
+
+size_t GradientBuckets::index_of(const TensorImpl* leaf) const {
+  for (size_t k = 0; k < params_.size(); ++k)
+    if (params_[k].second.impl() == leaf) return k;
+  TG_FAIL("[DistributedDataParallel] a gradient reached the reducer for a tensor that is not one of its parameters");
+}
+
+std::vector<std::vector<std::string>> GradientBuckets::bucket_names() const {
+  std::vector<std::vector<std::string>> out;
+  for (const auto& bucket : buckets_) {
+    out.emplace_back();
+    for (size_t k : bucket) out.back().push_back(params_[k].first);
+  }
+  return out;
+}
+
+TensorList GradientBuckets::reduce(const std::vector<std::shared_ptr<TensorImpl>>& leaves, const TensorList& grads) {
+  std::vector<int64_t> slot_of(params_.size(), -1);
+  for (size_t j = 0; j < leaves.size(); ++j) slot_of[index_of(leaves[j].get())] = static_cast<int64_t>(j);
+  TensorList reduced(leaves.size());
+  for (const auto& bucket : buckets_) {
+    TensorList members;
+    std::vector<size_t> slots;
+    for (size_t k : bucket) {
+      if (slot_of[k] < 0) continue;
+      const auto j = static_cast<size_t>(slot_of[k]);
+      const Tensor& p = params_[k].second;
+      // A parameter without a gradient still takes its place in the message, as zeros, so that every
+      // rank sends the same bytes.
+      members.push_back(grads[j].defined() ? grads[j]
+                                           : zeros(p.sizes(), {.dtype = p.dtype(), .device = p.device()}));
+      slots.push_back(j);
+    }
+    if (members.empty()) continue;
+    const Tensor flat = bucket_average(members, group_);
+    int64_t offset = 0;
+    for (size_t i = 0; i < members.size(); ++i) {
+      const int64_t n = members[i].numel();
+      reduced[slots[i]] = flat.narrow(0, offset, n).view(members[i].sizes());
+      offset += n;
+    }
+  }
+  return reduced;
+}
+
+void GradientBuckets::expect_reduced(const std::vector<std::shared_ptr<TensorImpl>>& leaves) {
+  // Gradients accumulated under no_sync() are still local: averaging is linear, so averaging them now
+  // and adding the graph's averaged gradients gives the average of the sums, as eager mode computes.
+  NoGradGuard no_grad;
+  for (const auto& leaf : leaves) {
+    const size_t k = index_of(leaf.get());
+    reduced_in_graph_[k] = true;
+    if (!local_only_[k]) continue;
+    Tensor g = params_[k].second.grad();
+    if (g.defined()) all_reduce_(g, ReduceOp::Avg, group_);
+    local_only_[k] = false;
+  }
+}
+
+void GradientBuckets::on_accumulated(const Tensor& leaf) {
+  const size_t k = index_of(leaf.impl());
+  if (reduced_in_graph_[k]) {
+    reduced_in_graph_[k] = false;
+    return;
+  }
+  if (!sync_.peek()) {
+    local_only_[k] = true;
+    return;
+  }
+  if (got_grad_[k]) return;  // a second accumulation in one backward: the bucket reads the final .grad
+  got_grad_[k] = true;
+  ++ready_[bucket_of_[k]];
+  launch_ready_buckets();
+}
+
+void GradientBuckets::launch_ready_buckets() {
+  NoGradGuard no_grad;
+  while (next_bucket_ < buckets_.size() && ready_[next_bucket_] == buckets_[next_bucket_].size()) {
+    TensorList grads;
+    for (size_t k : buckets_[next_bucket_]) grads.push_back(params_[k].second.grad());
+    averages_[next_bucket_] = bucket_average(grads, group_);
+    ++next_bucket_;
+  }
+  if (next_bucket_ == buckets_.size()) finish();
+}
+
+void GradientBuckets::finish() {
+  cuda::join_forked_work();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    int64_t offset = 0;
+    for (size_t k : buckets_[b]) {
+      Tensor g = params_[k].second.grad();
+      g.copy_(averages_[b].narrow(0, offset, g.numel()).view(g.sizes()));
+      offset += g.numel();
+      local_only_[k] = false;
+    }
+    averages_[b] = Tensor();
+  }
+  std::fill(ready_.begin(), ready_.end(), 0);
+  std::fill(got_grad_.begin(), got_grad_.end(), false);
+  next_bucket_ = 0;
+}
+
+void GradientBuckets::check_finished() {
+  const bool started = std::any_of(ready_.begin(), ready_.end(), [](size_t r) { return r > 0; });
+  if (!started) return;
+  std::string missing;
+  for (size_t k = 0; k < params_.size(); ++k)
+    if (!got_grad_[k]) missing += (missing.empty() ? "" : ", ") + params_[k].first;
+  cuda::join_forked_work();
+  std::fill(ready_.begin(), ready_.end(), 0);
+  std::fill(got_grad_.begin(), got_grad_.end(), false);
+  std::fill(averages_.begin(), averages_.end(), Tensor());
+  next_bucket_ = 0;
+  TG_FAIL("[DistributedDataParallel] the previous backward produced no gradient for ", missing,
+          ", so their buckets were never reduced and the ranks' gradients differ: every parameter that requires grad "
+          "must take part in the loss (or set requires_grad false on the unused ones)");
+}
+
+}  // namespace tg::distributed

@@ -1,0 +1,4 @@
+// tgrun: launches a data-parallel job's processes on this host (see launcher.h and the README).
+#include "distributed/launcher.h"
+
+int main(int argc, char** argv) { return tg::distributed::tgrun_main(argc, argv); }

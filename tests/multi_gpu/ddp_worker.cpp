@@ -1,0 +1,140 @@
+// One rank of the two-GPU data-parallel checks (started by tgrun from test_ddp_multi_gpu):
+//   ddp_worker parity     20 SGD steps with DistributedDataParallel, eager and compiled (cudagraphs),
+//                         each rank on its half of a batch; the parameters must equal a one-GPU run on
+//                         the whole batch, and the compiled backward must hold the reductions.
+//   ddp_worker die AT     eager training where rank 1 kills itself at step AT (the launcher must stop
+//                         rank 0, which waits in a collective).
+// Prints one line per check and exits non-zero on a mismatch.
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "distributed/collectives.h"
+#include "distributed/ddp.h"
+#include "tapegraph.h"
+#include "tensor/cuda_runtime.h"
+
+using namespace tg;
+
+namespace {
+
+constexpr int64_t kRowsPerRank = 32;
+constexpr int kSteps = 20;
+
+std::shared_ptr<nn::Sequential> make_mlp(Device device) {
+  manual_seed(0);
+  auto m = std::make_shared<nn::Sequential>();
+  m->push_back(std::make_shared<nn::Linear>(16, 64));
+  m->push_back(std::make_shared<nn::ReLU>());
+  m->push_back(std::make_shared<nn::Linear>(64, 64));
+  m->push_back(std::make_shared<nn::ReLU>());
+  m->push_back(std::make_shared<nn::Linear>(64, 8));
+  m->to(device);
+  return m;
+}
+
+// The whole batch of step `step` (the same on every rank), on the CPU.
+std::pair<Tensor, Tensor> global_batch(int step, int world) {
+  manual_seed(1000 + static_cast<uint64_t>(step));
+  return {randn({kRowsPerRank * world, 16}), randint(0, 8, {kRowsPerRank * world})};
+}
+
+double max_abs_diff(const TensorList& a, const TensorList& b) {
+  double worst = 0;
+  for (size_t k = 0; k < a.size(); ++k) worst = std::max(worst, (a[k].detach().cpu() - b[k].detach().cpu()).abs().amax().item<double>());
+  return worst;
+}
+
+int parity() {
+  auto group = distributed::default_group();
+  const int rank = group->rank(), world = group->world_size();
+  const Device device = group->device();
+
+  // The reference: one process, the whole batch.
+  auto reference = make_mlp(device);
+  optim::SGD ref_sgd(reference->parameters(), {.lr = 0.05, .momentum = 0.9});
+  for (int step = 0; step < kSteps; ++step) {
+    auto [x, y] = global_batch(step, world);
+    ref_sgd.zero_grad();
+    cross_entropy((*reference)(x.to(device)), y.to(device)).backward();
+    ref_sgd.step();
+  }
+
+  int failures = 0;
+  for (const std::string mode : {"eager", "cudagraphs"}) {
+    auto ddp = std::make_shared<nn::DistributedDataParallel>(make_mlp(device));
+    optim::SGD sgd(ddp->parameters(), {.lr = 0.05, .momentum = 0.9});
+    auto loss_fn = [ddp](const Tensor& x, const Tensor& y) { return cross_entropy((*ddp)(x), y); };
+    Compiled<decltype(loss_fn)> compiled(loss_fn, {.backend = "cudagraphs"});
+    optim::CompiledStep compiled_step(sgd);
+    graphs::reset_global_counters();
+    Tensor x_static = zeros({kRowsPerRank, 16}, {.device = device});
+    Tensor y_static = zeros({kRowsPerRank}, {.dtype = kInt64, .device = device});
+    for (int step = 0; step < kSteps; ++step) {
+      auto [x, y] = global_batch(step, world);
+      x_static.copy_(x.narrow(0, rank * kRowsPerRank, kRowsPerRank));
+      y_static.copy_(y.narrow(0, rank * kRowsPerRank, kRowsPerRank));
+      sgd.zero_grad();
+      if (mode == "eager") {
+        loss_fn(x_static, y_static).backward();
+        sgd.step();
+      } else {
+        compiled(x_static, y_static).backward();
+        compiled_step.step();
+      }
+    }
+    const double diff = max_abs_diff(ddp->parameters(), reference->parameters());
+    const bool ok = diff < 2e-5;
+    failures += ok ? 0 : 1;
+    std::printf("rank %d %s: max |ddp - one GPU on the whole batch| = %.3g over %d steps: %s\n", rank, mode.c_str(),
+                diff, kSteps, ok ? "ok" : "MISMATCH");
+    if (mode == "cudagraphs") {
+      const auto& c = compiled.counters();
+      const auto& all = graphs::global_counters();
+      const int buckets = c.backward_ops.count("bucket_average") ? c.backward_ops.at("bucket_average") : 0;
+      const bool captured = buckets > 0 && all.eager_segments == 0 && all.replays > 0;
+      failures += captured ? 0 : 1;
+      std::printf("rank %d cudagraphs: %d bucket all-reduce(s) in the backward graph, %d graphs captured, %d replays, "
+                  "%d eager segments: %s\n", rank, buckets, all.graphs_captured, all.replays, all.eager_segments,
+                  captured ? "ok" : "NOT CAPTURED");
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+int die_at(int at) {
+  auto group = distributed::default_group();
+  const Device device = group->device();
+  auto ddp = std::make_shared<nn::DistributedDataParallel>(make_mlp(device));
+  optim::SGD sgd(ddp->parameters(), {.lr = 0.05});
+  for (int step = 0;; ++step) {
+    if (group->rank() == 1 && step == at) {
+      std::printf("rank 1: killing itself at step %d\n", step);
+      std::fflush(stdout);
+      std::raise(SIGKILL);
+    }
+    auto [x, y] = global_batch(step, group->world_size());
+    sgd.zero_grad();
+    cross_entropy((*ddp)(x.narrow(0, 0, kRowsPerRank).to(device)), y.narrow(0, 0, kRowsPerRank).to(device)).backward();
+    sgd.step();
+    cuda::synchronize(device.index);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    distributed::init();
+    const std::string what = argc > 1 ? argv[1] : "parity";
+    int rc = 2;
+    if (what == "parity") rc = parity();
+    if (what == "die" && argc > 2) rc = die_at(std::atoi(argv[2]));
+    distributed::destroy();
+    return rc;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ddp_worker: %s\n", e.what());
+    return 1;
+  }
+}
