@@ -2,7 +2,8 @@
 // DistributedDataParallel, eager and compiled (forward, backward with its bucket all-reduces, and the
 // optimizer as CUDA graphs). Run one process per GPU:
 //   tgrun --nproc-per-node 1 bench_ddp    and    tgrun --nproc-per-node 2 bench_ddp
-// and compare samples_per_s (all ranks together); rank 0 prints. The anchors' pt_ddp.py measures
+// and compare samples_per_s (all ranks together); rank 0 prints. One rank trains the plain model
+// (no DistributedDataParallel), the baseline pt_ddp.py uses too. The anchors' pt_ddp.py measures
 // PyTorch DDP on the same workloads.
 #include <benchmark/benchmark.h>
 
@@ -19,17 +20,21 @@ namespace {
 
 using tg::Tensor;
 
-// A model wrapped in DistributedDataParallel, its fixed local batch and SGD, stepped eagerly or
-// compiled.
+// A model (wrapped in DistributedDataParallel when there are several ranks, as pt_ddp.py does), its
+// fixed local batch and SGD, stepped eagerly or compiled.
 struct DdpTrainer {
-  std::shared_ptr<tg::nn::DistributedDataParallel> ddp;
+  std::shared_ptr<tg::nn::Module> ddp;
   Tensor x, y;
   std::unique_ptr<tg::optim::SGD> sgd;
   std::unique_ptr<tg::optim::CompiledStep> compiled_step;
   std::function<Tensor(const Tensor&, const Tensor&)> loss;
 
   DdpTrainer(std::shared_ptr<tg::nn::Module> model, Tensor xs, Tensor ys, tg::optim::SGDOptions options, bool compiled)
-      : ddp(std::make_shared<tg::nn::DistributedDataParallel>(std::move(model))), x(std::move(xs)), y(std::move(ys)) {
+      : ddp(tg::distributed::world_size() > 1
+                ? std::shared_ptr<tg::nn::Module>(std::make_shared<tg::nn::DistributedDataParallel>(model))
+                : model),
+        x(std::move(xs)),
+        y(std::move(ys)) {
     sgd = std::make_unique<tg::optim::SGD>(ddp->parameters(), options);
     auto eager_loss = [m = ddp](const Tensor& a, const Tensor& b) { return tg::cross_entropy((*m)(a), b); };
     if (!compiled) {
@@ -69,8 +74,9 @@ void run(benchmark::State& state, const std::function<std::unique_ptr<DdpTrainer
     tg::cuda::synchronize(group->device().index);
   }
   state.counters["gpus"] = group->world_size();
-  state.counters["us_per_step"] =
-      benchmark::Counter(1e6 / kStepsPerIteration, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  // time / (iterations x steps) in microseconds.
+  state.counters["us_per_step"] = benchmark::Counter(kStepsPerIteration / 1e6, benchmark::Counter::kIsIterationInvariantRate |
+                                                                                   benchmark::Counter::kInvert);
   state.counters["samples_per_s"] = benchmark::Counter(static_cast<double>(batch * group->world_size() * kStepsPerIteration),
                                                        benchmark::Counter::kIsIterationInvariantRate);
 }
