@@ -92,6 +92,8 @@ void GradientBuckets::expect_reduced(const std::vector<std::shared_ptr<TensorImp
   // Gradients accumulated under no_sync() are still local: averaging is linear, so averaging them now
   // and adding the graph's averaged gradients gives the average of the sums, as eager mode computes.
   NoGradGuard no_grad;
+  // Marks left by a compiled backward whose gradients were never accumulated (tg::grad()) are stale.
+  std::fill(reduced_in_graph_.begin(), reduced_in_graph_.end(), false);
   for (const auto& leaf : leaves) {
     const size_t k = index_of(leaf.get());
     reduced_in_graph_[k] = true;
@@ -147,6 +149,8 @@ void GradientBuckets::finish() {
 }
 
 void GradientBuckets::check_finished() {
+  // An eager forward starts a step whose backward reduces eagerly: no compiled backward is pending.
+  std::fill(reduced_in_graph_.begin(), reduced_in_graph_.end(), false);
   const bool started = std::any_of(ready_.begin(), ready_.end(), [](size_t r) { return r > 0; });
   if (!started) return;
   std::string missing;
