@@ -10,6 +10,7 @@
 #include <chrono>
 #include <memory>
 
+#include "bench/step_trainer.h"
 #include "bench/workloads.h"
 #include "tapegraph.h"
 #include "tensor/cuda_memory.h"
@@ -20,37 +21,10 @@ namespace {
 using bench::Workload;
 
 // A workload's training step, eager or with forward, backward and optimizer compiled (cudagraphs).
-struct Trainer {
-  bench::MlpSetup setup;
-  std::unique_ptr<tg::optim::CompiledStep> compiled_step;
-  std::function<tg::Tensor(const tg::Tensor&, const tg::Tensor&)> loss;
-
-  Trainer(const Workload& w, bool compiled) : setup(w, tg::cuda_device(0)) {
-    auto eager_loss = [s = &setup](const tg::Tensor& xs, const tg::Tensor& ys) { return s->loss(xs, ys); };
-    if (!compiled) {
-      loss = eager_loss;
-      return;
-    }
-    // The batch lives in fixed buffers (as in a hand-captured step, whose data loader refills
-    // them), so the graphs read it in place instead of copying it in.
-    tg::mark_static_address(setup.x);
-    tg::mark_static_address(setup.y);
-    auto f = std::make_shared<tg::Compiled<decltype(eager_loss)>>(eager_loss, tg::CompileOptions{.backend = "cudagraphs"});
-    loss = [f](const tg::Tensor& xs, const tg::Tensor& ys) { return (*f)(xs, ys); };
-    compiled_step = std::make_unique<tg::optim::CompiledStep>(*setup.sgd);
-  }
-
-  void step() {
-    tg::Tensor l = loss(setup.x, setup.y);
-    setup.sgd->zero_grad();
-    l.backward();
-    if (compiled_step) {
-      compiled_step->step();
-    } else {
-      setup.sgd->step();
-    }
-  }
-};
+bench::StepTrainer make_trainer(const Workload& w, bool compiled) {
+  bench::MlpSetup s(w, tg::cuda_device(0));
+  return bench::StepTrainer(s.model, s.x, s.y, tg::optim::SGDOptions{.lr = 1e-3}, compiled);
+}
 
 void run(benchmark::State& state, const Workload& w, bool compiled) {
   if (!tg::cuda_is_available()) {
@@ -61,7 +35,7 @@ void run(benchmark::State& state, const Workload& w, bool compiled) {
   const int64_t base = tg::cuda::memory_allocated();
   tg::cuda::reset_peak_memory_stats();
   {
-    Trainer t(w, compiled);
+    bench::StepTrainer t = make_trainer(w, compiled);
     for (int i = 0; i < 10; ++i) t.step();  // warm-up, recording
     tg::cuda::synchronize();
     for (auto _ : state) {
@@ -87,7 +61,7 @@ void BM_compile_latency_mlp_small_cudagraphs(benchmark::State& state) {
     return;
   }
   for (auto _ : state) {
-    Trainer t(bench::kMlpSmall, true);
+    bench::StepTrainer t = make_trainer(bench::kMlpSmall, true);
     tg::cuda::synchronize();
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < 3; ++i) t.step();

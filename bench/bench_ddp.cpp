@@ -12,6 +12,7 @@
 
 #include "distributed/ddp.h"
 #include "resnet_tiny.h"
+#include "step_trainer.h"
 #include "tapegraph.h"
 #include "tensor/cuda_runtime.h"
 #include "workloads.h"
@@ -20,46 +21,17 @@ namespace {
 
 using tg::Tensor;
 
-// A model (wrapped in DistributedDataParallel when there are several ranks, as pt_ddp.py does), its
-// fixed local batch and SGD, stepped eagerly or compiled.
-struct DdpTrainer {
-  std::shared_ptr<tg::nn::Module> ddp;
-  Tensor x, y;
-  std::unique_ptr<tg::optim::SGD> sgd;
-  std::unique_ptr<tg::optim::CompiledStep> compiled_step;
-  std::function<Tensor(const Tensor&, const Tensor&)> loss;
-
-  DdpTrainer(std::shared_ptr<tg::nn::Module> model, Tensor xs, Tensor ys, tg::optim::SGDOptions options, bool compiled)
-      : ddp(tg::distributed::world_size() > 1
-                ? std::shared_ptr<tg::nn::Module>(std::make_shared<tg::nn::DistributedDataParallel>(model))
-                : model),
-        x(std::move(xs)),
-        y(std::move(ys)) {
-    sgd = std::make_unique<tg::optim::SGD>(ddp->parameters(), options);
-    auto eager_loss = [m = ddp](const Tensor& a, const Tensor& b) { return tg::cross_entropy((*m)(a), b); };
-    if (!compiled) {
-      loss = eager_loss;
-      return;
-    }
-    tg::mark_static_address(x);
-    tg::mark_static_address(y);
-    auto f = std::make_shared<tg::Compiled<decltype(eager_loss)>>(eager_loss, tg::CompileOptions{.backend = "cudagraphs"});
-    loss = [f](const Tensor& a, const Tensor& b) { return (*f)(a, b); };
-    compiled_step = std::make_unique<tg::optim::CompiledStep>(*sgd);
-  }
-
-  void step() {
-    Tensor l = loss(x, y);
-    sgd->zero_grad();
-    l.backward();
-    if (compiled_step) compiled_step->step();
-    else sgd->step();
-  }
-};
+// A model, wrapped in DistributedDataParallel when there are several ranks (one rank trains the
+// plain model, as pt_ddp.py does), with its fixed local batch and SGD.
+std::unique_ptr<bench::StepTrainer> make_trainer(std::shared_ptr<tg::nn::Module> model, Tensor x, Tensor y,
+                                                 tg::optim::SGDOptions options, bool compiled) {
+  if (tg::distributed::world_size() > 1) model = std::make_shared<tg::nn::DistributedDataParallel>(model);
+  return std::make_unique<bench::StepTrainer>(model, x, y, options, compiled);
+}
 
 constexpr int kStepsPerIteration = 10;
 
-void run(benchmark::State& state, const std::function<std::unique_ptr<DdpTrainer>(tg::Device)>& make, int64_t batch) {
+void run(benchmark::State& state, const std::function<std::unique_ptr<bench::StepTrainer>(tg::Device)>& make, int64_t batch) {
   auto group = tg::distributed::default_group();
   if (!group->device().is_cuda()) {
     state.SkipWithError("no CUDA device");
@@ -81,18 +53,18 @@ void run(benchmark::State& state, const std::function<std::unique_ptr<DdpTrainer
                                                        benchmark::Counter::kIsIterationInvariantRate);
 }
 
-std::unique_ptr<DdpTrainer> mlp_wide(tg::Device device, bool compiled) {
+std::unique_ptr<bench::StepTrainer> mlp_wide(tg::Device device, bool compiled) {
   bench::MlpSetup s(bench::kMlpWide, device);
-  return std::make_unique<DdpTrainer>(s.model, s.x, s.y, tg::optim::SGDOptions{.lr = 1e-3}, compiled);
+  return make_trainer(s.model, s.x, s.y, tg::optim::SGDOptions{.lr = 1e-3}, compiled);
 }
 
-std::unique_ptr<DdpTrainer> resnet_tiny(tg::Device device, bool compiled) {
+std::unique_ptr<bench::StepTrainer> resnet_tiny(tg::Device device, bool compiled) {
   tg::manual_seed(0);
   auto model = bench::resnet_tiny();
   model->to(device);
   Tensor x = tg::randn({128, 3, 32, 32}, {.device = device});
   Tensor y = tg::randint(0, 10, {128}, {.device = device});
-  return std::make_unique<DdpTrainer>(model, x, y, tg::optim::SGDOptions{.lr = 0.01, .momentum = 0.9}, compiled);
+  return make_trainer(model, x, y, tg::optim::SGDOptions{.lr = 0.01, .momentum = 0.9}, compiled);
 }
 
 void BM_ddp_mlp_wide(benchmark::State& state) {

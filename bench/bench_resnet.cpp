@@ -10,6 +10,7 @@
 
 #include "graphs/counters.h"
 #include "resnet_tiny.h"
+#include "step_trainer.h"
 #include "tapegraph.h"
 #include "tensor/cuda_memory.h"
 #include "tensor/cuda_runtime.h"
@@ -22,43 +23,15 @@ namespace nn = tg::nn;
 
 using bench::resnet_tiny;
 
-// The model, a fixed batch and SGD; the step is eager or compiled (forward + backward graphs from
-// compile(), the optimizer update from CompiledStep), all with the cudagraphs backend.
-struct Trainer {
-  std::shared_ptr<nn::Sequential> model;
-  Tensor x, y;
-  std::unique_ptr<tg::optim::SGD> sgd;
-  std::unique_ptr<tg::optim::CompiledStep> compiled_step;
-  std::function<Tensor(const Tensor&, const Tensor&)> loss;
-
-  Trainer(bool compiled, tg::Device device) {
-    tg::manual_seed(0);
-    model = resnet_tiny();
-    model->to(device);
-    x = tg::randn({128, 3, 32, 32}, {.device = device});
-    y = tg::randint(0, 10, {128}, {.device = device});
-    sgd = std::make_unique<tg::optim::SGD>(model->parameters(), tg::optim::SGDOptions{.lr = 0.01, .momentum = 0.9});
-    auto eager_loss = [m = model](const Tensor& xs, const Tensor& ys) { return tg::cross_entropy((*m)(xs), ys); };
-    if (!compiled) {
-      loss = eager_loss;
-      return;
-    }
-    tg::mark_static_address(x);
-    tg::mark_static_address(y);
-    auto f = std::make_shared<tg::Compiled<decltype(eager_loss)>>(eager_loss,
-                                                                  tg::CompileOptions{.backend = "cudagraphs"});
-    loss = [f](const Tensor& xs, const Tensor& ys) { return (*f)(xs, ys); };
-    compiled_step = std::make_unique<tg::optim::CompiledStep>(*sgd);
-  }
-
-  void step() {
-    Tensor l = loss(x, y);
-    sgd->zero_grad();
-    l.backward();
-    if (compiled_step) compiled_step->step();
-    else sgd->step();
-  }
-};
+// resnet_tiny, a fixed batch and SGD (lr 0.01, momentum 0.9), stepped eagerly or as three CUDA graphs.
+bench::StepTrainer make_trainer(bool compiled, tg::Device device) {
+  tg::manual_seed(0);
+  auto model = resnet_tiny();
+  model->to(device);
+  Tensor x = tg::randn({128, 3, 32, 32}, {.device = device});
+  Tensor y = tg::randint(0, 10, {128}, {.device = device});
+  return bench::StepTrainer(model, x, y, tg::optim::SGDOptions{.lr = 0.01, .momentum = 0.9}, compiled);
+}
 
 // Largest difference between the BatchNorm running statistics of two models.
 double buffer_max_diff(nn::Module& a, nn::Module& b) {
@@ -81,7 +54,7 @@ void run(benchmark::State& state, bool compiled) {
   const int64_t base = tg::cuda::memory_allocated();
   tg::cuda::reset_peak_memory_stats();
   try {
-    Trainer t(compiled, tg::cuda_device(0));
+    bench::StepTrainer t = make_trainer(compiled, tg::cuda_device(0));
     for (int i = 0; i < 10; ++i) t.step();  // warm-up, recording
     tg::cuda::synchronize();
     for (auto _ : state) {
@@ -111,8 +84,9 @@ void BM_resnet_tiny_buffers_after_20_steps(benchmark::State& state) {
   }
   for (auto _ : state) {
     try {
-      Trainer eager(false, tg::cuda_device(0)), eager_again(false, tg::cuda_device(0)),
-          compiled(true, tg::cuda_device(0));
+      bench::StepTrainer eager = make_trainer(false, tg::cuda_device(0));
+      bench::StepTrainer eager_again = make_trainer(false, tg::cuda_device(0));
+      bench::StepTrainer compiled = make_trainer(true, tg::cuda_device(0));
       for (int i = 0; i < 20; ++i) {
         eager.step();
         eager_again.step();
