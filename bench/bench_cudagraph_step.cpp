@@ -21,12 +21,14 @@ namespace {
 using bench::Workload;
 
 // A workload's training step, eager or with forward, backward and optimizer compiled (cudagraphs).
-bench::StepTrainer make_trainer(const Workload& w, bool compiled) {
+bench::StepTrainer make_trainer(const Workload& w, bool compiled, bool fuse = true) {
   bench::MlpSetup s(w, tg::cuda_device(0));
-  return bench::StepTrainer(s.model, s.x, s.y, tg::optim::SGDOptions{.lr = 1e-3}, compiled);
+  return bench::StepTrainer(s.model, s.x, s.y, tg::optim::SGDOptions{.lr = 1e-3}, compiled, fuse);
 }
 
-void run(benchmark::State& state, const Workload& w, bool compiled) {
+// mode 0: eager; 1: compiled; 2: compiled without the epilogue fusions.
+void run(benchmark::State& state, const Workload& w, int mode) {
+  const bool compiled = mode != 0;
   if (!tg::cuda_is_available()) {
     state.SkipWithError("no CUDA device");
     return;
@@ -35,7 +37,7 @@ void run(benchmark::State& state, const Workload& w, bool compiled) {
   const int64_t base = tg::cuda::memory_allocated();
   tg::cuda::reset_peak_memory_stats();
   {
-    bench::StepTrainer t = make_trainer(w, compiled);
+    bench::StepTrainer t = make_trainer(w, compiled, mode != 2);
     for (int i = 0; i < 10; ++i) t.step();  // warm-up, recording
     tg::cuda::synchronize();
     for (auto _ : state) {
@@ -44,13 +46,14 @@ void run(benchmark::State& state, const Workload& w, bool compiled) {
     }
     state.counters["peak_MiB"] = static_cast<double>(tg::cuda::max_memory_allocated() - base) / (1 << 20);
   }
-  state.SetLabel(compiled ? "cudagraphs: forward + backward + optimizer graphs" : "eager");
+  state.SetLabel(mode == 0 ? "eager" : mode == 1 ? "cudagraphs: forward + backward + optimizer graphs"
+                                                 : "cudagraphs, epilogue fusions off");
 }
 
-void BM_mlp_small_step(benchmark::State& state) { run(state, bench::kMlpSmall, state.range(0) != 0); }
-void BM_mlp_wide_step(benchmark::State& state) { run(state, bench::kMlpWide, state.range(0) != 0); }
-BENCHMARK(BM_mlp_small_step)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_mlp_wide_step)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+void BM_mlp_small_step(benchmark::State& state) { run(state, bench::kMlpSmall, static_cast<int>(state.range(0))); }
+void BM_mlp_wide_step(benchmark::State& state) { run(state, bench::kMlpWide, static_cast<int>(state.range(0))); }
+BENCHMARK(BM_mlp_small_step)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_mlp_wide_step)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // From constructing the compiled functions to the first replay of the forward, backward and
 // optimizer graphs (three steps: trace + warm-up, record + replay for the model; the optimizer's

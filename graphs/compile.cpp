@@ -9,6 +9,7 @@
 #include "graphs/cudagraph_executor.h"
 #include "graphs/cudagraph_step.h"
 #include "graphs/functional_ops.h"
+#include "graphs/fusion.h"
 #include "graphs/staging.h"
 #include "graphs/guards.h"
 #include "graphs/interpreter.h"
@@ -74,6 +75,13 @@ std::optional<Device> cuda_device_of(const Graph& g) {
 // writes into inputs with fixed addresses are written back inside the graph.
 void make_executors(CompiledFunction::State& s, CompiledEntry& entry, const TensorList& args) {
   const JointGraph& joint = entry.joint;
+  if (s.options.fuse_epilogues) {
+    const int forward = fuse_linear_relu(entry.partition.forward) + fuse_linear_relu(entry.partition.backward);
+    const int backward = fuse_relu_backward_bias_grad(entry.partition.backward);
+    if (forward + backward > 0)
+      log_line("fusion", std::to_string(forward) + " linear + relu pair(s) fused into linear_relu, " +
+                             std::to_string(backward) + " relu gradient + bias gradient pair(s) into relu_backward_bias_grad");
+  }
   schedule_collectives_early(entry.partition.forward);
   schedule_collectives_early(entry.partition.backward);
   entry.forward_graph = entry.partition.forward;

@@ -24,6 +24,7 @@ struct CompileOptions {
   int cache_limit = 8;                  // compiled variants per function before falling back to eager
   bool fullgraph = false;               // raise on data-dependent code instead of running it eagerly
   int cudagraph_max_recordings = 8;     // recordings per segment (new static addresses) before eager
+  bool fuse_epilogues = true;           // fuse linear + relu (cuBLASLt epilogue) and relu grad + bias grad
   std::vector<std::string> input_names; // names used in recompile reasons (default: "input N")
 };
 

@@ -5,8 +5,10 @@
 
 #include "ops/binary.h"
 #include "ops/dispatch.h"
+#include "ops/elementwise.h"
 #include "ops/gemm.h"
 #include "ops/reduce.h"
+#include "ops/unary.h"
 #include "ops/view.h"
 
 #ifdef TG_WITH_CUDA
@@ -69,14 +71,29 @@ void run_gemm(const Gemm& g) {
   cpu_gemm(g);
 }
 
-// out (contiguous [n, m]) = alpha * op(a) @ op(b) + beta * bias, op() transposing when asked. On
-// CUDA a [m] bias rides in cuBLASLt's epilogue; otherwise the bias is written first and the product
-// accumulates into it, so either way the product is a single BLAS call.
+// Clamps a contiguous output at 0 (the ReLU a fused linear applies when no epilogue did).
+void relu_in_place(const Tensor& out) {
+  if (out.is_cuda()) {
+    Tensor handle = out;
+    handle.copy_(relu(out));
+    return;
+  }
+  TG_DISPATCH_FLOATING(out.dtype(), "linear_relu", [&] {
+    scalar_t* p = out.data_ptr<scalar_t>();
+    for (int64_t i = 0, n = out.numel(); i < n; ++i) p[i] = p[i] > scalar_t(0) ? p[i] : scalar_t(0);
+  });
+}
+
+// out (contiguous [n, m]) = alpha * op(a) @ op(b) + beta * bias, op() transposing when asked, then
+// clamped at 0 with `relu`. On CUDA a [m] bias and the ReLU ride in cuBLASLt's epilogue; otherwise
+// the bias is written first and the product accumulates into it, so either way the product is a
+// single BLAS call.
 void gemm_2d(const Tensor& out, int64_t n, int64_t m, int64_t k, const Tensor& a, bool trans_a, const Tensor& b,
-             bool trans_b, double alpha, const BiasRef* bias, double beta) {
+             bool trans_b, double alpha, const BiasRef* bias, double beta, bool relu = false) {
   const bool with_bias = bias != nullptr && beta != 0.0;
   if (k == 0) {
     fill_bias(out, n, m, with_bias ? *bias : BiasRef{}, beta);
+    if (relu) relu_in_place(out);
     return;
   }
   Tensor keep_a, keep_b;
@@ -94,13 +111,14 @@ void gemm_2d(const Tensor& out, int64_t n, int64_t m, int64_t k, const Tensor& a
   g.alpha = alpha;
 #ifdef TG_WITH_CUDA
   if (g.device.is_cuda()) {
-    if (with_bias && beta == 1.0 && bias->s0 == 0 && bias->s1 == 1 && cuda::gemm_lt(g, bias->data)) return;
-    if (!with_bias && cuda::gemm_lt(g, nullptr)) return;
+    if (with_bias && beta == 1.0 && bias->s0 == 0 && bias->s1 == 1 && cuda::gemm_lt(g, bias->data, relu)) return;
+    if (!with_bias && cuda::gemm_lt(g, nullptr, relu)) return;
   }
 #endif
   if (with_bias) fill_bias(out, n, m, *bias, beta);
   g.beta = with_bias ? 1.0 : 0.0;
   run_gemm(g);
+  if (relu) relu_in_place(out);
 }
 
 // True when a 2-D tensor is stored column-major (the transpose of a row-major matrix).
@@ -233,13 +251,17 @@ class AddmmOp final : public Op {
 // x @ weight^T (+ bias) for x of any leading dims; inputs are {x, weight} or {x, weight, bias}.
 // One op (not addmm over a transposed view) so the forward is one BLAS call reading the weight in
 // place and the backward needs no transposed copies.
+// linear(x, w[, b]); with `relu`, relu(linear(...)) in one op: compiled graphs fuse the pair (the
+// ReLU then rides in the matmul's epilogue on CUDA).
 class LinearOp final : public Op {
  public:
-  explicit LinearOp(bool has_bias) : has_bias_(has_bias) {}
+  explicit LinearOp(bool has_bias, bool relu = false) : has_bias_(has_bias), relu_(relu) {}
   const OpSchema& schema() const override {
-    static const OpSchema s{.name = "linear"};
-    return s;
+    static const OpSchema plain{.name = "linear"};
+    static const OpSchema fused{.name = "linear_relu"};
+    return relu_ ? fused : plain;
   }
+  SaveSpec saves() const override { return {.inputs = true, .outputs = relu_}; }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
     const Tensor& x = in[0];
     const Tensor& w = in[1];
@@ -275,19 +297,21 @@ class LinearOp final : public Op {
     if (has_bias_) {
       const Tensor& bias = in[2];
       const BiasRef br{bias.raw_data(), 0, bias.numel() == 1 ? 0 : bias.stride(0)};
-      gemm_2d(out[0], n, m, k, x, false, w, true, 1.0, &br, 1.0);
+      gemm_2d(out[0], n, m, k, x, false, w, true, 1.0, &br, 1.0, relu_);
     } else {
-      gemm_2d(out[0], n, m, k, x, false, w, true, 1.0, nullptr, 0.0);
+      gemm_2d(out[0], n, m, k, x, false, w, true, 1.0, nullptr, 0.0, relu_);
     }
   }
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override {
-    const Tensor& g = grads[0];
+    const Tensor g = relu_ ? threshold_backward(grads[0], ctx.output(0)) : grads[0];
     TensorList r(has_bias_ ? 3 : 2);
     if (ctx.needs_input_grad(0)) r[0] = matmul(g, ctx.input(1));
     if (ctx.needs_input_grad(1)) r[1] = weight_grad(g, ctx.input(0), ctx.input_meta(1));
     if (has_bias_ && ctx.needs_input_grad(2)) r[2] = sum_to(g, ctx.input_meta(2).sizes);
     return r;
   }
+  bool has_bias() const { return has_bias_; }
+  bool fused_relu() const { return relu_; }
 
  private:
   // d(x @ w^T)/dw = g^T @ x over the flattened rows, laid out like w.
@@ -301,6 +325,7 @@ class LinearOp final : public Op {
   }
 
   bool has_bias_;
+  bool relu_;
 };
 
 }  // namespace
@@ -316,6 +341,17 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, Scalar beta, 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (bias.defined()) return call_op<LinearOp>({x, weight, bias}, true);
   return call_op<LinearOp>({x, weight}, false);
+}
+
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (bias.defined()) return call_op<LinearOp>({x, weight, bias}, true, true);
+  return call_op<LinearOp>({x, weight}, false, true);
+}
+
+OpPtr fused_linear_relu_op(const Op& linear) {
+  const auto* l = dynamic_cast<const LinearOp*>(&linear);
+  if (!l || l->fused_relu()) return nullptr;
+  return std::make_shared<const LinearOp>(l->has_bias(), true);
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {

@@ -23,9 +23,10 @@ void* cublas_workspace(int device);
 void gemm(const Gemm& g);
 // Runs g (batch 1, beta 0) through cuBLASLt with the algorithm timed fastest for its shape, adding
 // `bias` (null: none), a contiguous vector of g.m elements broadcast over the rows of the output, in
-// the epilogue: one kernel instead of a bias fill plus an accumulating gemm. Returns false, having
-// queued nothing, when cuBLASLt has no algorithm for it.
-bool gemm_lt(const Gemm& g, const void* bias);
+// the epilogue: one kernel instead of a bias fill plus an accumulating gemm; with `relu`, the epilogue
+// also clamps the result at 0. Returns false, having queued nothing, when cuBLASLt has no algorithm
+// for it.
+bool gemm_lt(const Gemm& g, const void* bias, bool relu = false);
 // Turns the timing of cuBLASLt's candidate algorithms on (the default) or off (the heuristic's first
 // choice, the same in every process). Shapes already seen keep their choice.
 void set_gemm_autotuning(bool enabled);

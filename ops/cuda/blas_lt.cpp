@@ -27,7 +27,7 @@ namespace {
 struct PlanKey {
   int device;
   DType dtype;
-  bool trans_a, trans_b, bias;
+  bool trans_a, trans_b, bias, relu;
   int64_t m, n, k, lda, ldb, ldc;
   int align_a, align_b, align_c;
   bool operator==(const PlanKey&) const = default;
@@ -37,7 +37,7 @@ struct PlanKeyHash {
   size_t operator()(const PlanKey& k) const {
     size_t h = std::hash<int64_t>()(k.m);
     for (int64_t v : {k.n, k.k, k.lda, k.ldb, k.ldc, int64_t(k.device), int64_t(k.dtype), int64_t(k.trans_a),
-                      int64_t(k.trans_b), int64_t(k.bias), int64_t(k.align_a), int64_t(k.align_b),
+                      int64_t(k.trans_b), int64_t(k.bias), int64_t(k.relu), int64_t(k.align_a), int64_t(k.align_b),
                       int64_t(k.align_c)})
       h = h * 1000003u ^ std::hash<int64_t>()(v);
     return h;
@@ -104,7 +104,9 @@ Plan make_plan(cublasLtHandle_t lt, const PlanKey& key, size_t workspace_bytes) 
   const cublasOperation_t op_second = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, op_first);
   set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, op_second);
-  set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, key.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+  const cublasLtEpilogue_t epilogue = key.bias ? (key.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                                               : (key.relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+  set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
   const auto m = static_cast<uint64_t>(key.m), n = static_cast<uint64_t>(key.n), k = static_cast<uint64_t>(key.k);
   TG_CUBLAS_CHECK(key.trans_b ? cublasLtMatrixLayoutCreate(&p.a, type, k, m, key.ldb)
                               : cublasLtMatrixLayoutCreate(&p.a, type, m, k, key.ldb));
@@ -200,7 +202,7 @@ void tune(cublasLtHandle_t lt, Plan& p, const Gemm& g, void* workspace) {
 
 void set_gemm_autotuning(bool enabled) { g_autotune.store(enabled); }
 
-bool gemm_lt(const Gemm& g, const void* bias) {
+bool gemm_lt(const Gemm& g, const void* bias, bool relu) {
   if (g.batch != 1 || g.beta != 0.0 || (g.dtype != kFloat32 && g.dtype != kFloat64)) return false;
   if (bias != nullptr && alignment(bias) < 16) return false;  // epilogue kernels load the bias in vectors
   if (g.n == 0 || g.m == 0) return true;
@@ -209,7 +211,7 @@ bool gemm_lt(const Gemm& g, const void* bias) {
   void* workspace = cublas_workspace(device);
   std::lock_guard<std::mutex> lock(g_mutex);
   cublasLtHandle_t lt = handle_locked(device);
-  const PlanKey key{device, g.dtype, g.a.trans, g.b.trans, bias != nullptr, g.m, g.n, g.k, g.a.ld, g.b.ld, g.ldc,
+  const PlanKey key{device, g.dtype, g.a.trans, g.b.trans, bias != nullptr, relu, g.m, g.n, g.k, g.a.ld, g.b.ld, g.ldc,
                     alignment(g.a.data), alignment(g.b.data), alignment(g.out)};
   auto it = g_plans.find(key);
   if (it == g_plans.end()) {

@@ -1,0 +1,105 @@
+// Fusions in compiled graphs: linear + relu become one linear_relu (a cuBLASLt epilogue on CUDA);
+// fused and unfused graphs agree with eager mode in values and gradients.
+#include <gtest/gtest.h>
+
+#include "graphs/testing/parity.h"
+#include "ops/bias_grad.h"
+#include "ops/elementwise.h"
+#include "support/test_support.h"
+
+namespace tg {
+namespace {
+
+TEST(LinearRelu, GradcheckAndErrors) {
+  testing::expect_gradcheck([](const TensorList& in) { return linear_relu(in[0], in[1], in[2]); },
+                            {testing::random_tensor({4, 3}, kFloat64, true), testing::random_tensor({5, 3}, kFloat64, true),
+                             testing::random_tensor({5}, kFloat64, true)});
+  testing::expect_gradcheck([](const TensorList& in) { return linear_relu(in[0], in[1]); },
+                            {testing::random_tensor({2, 4, 3}, kFloat64, true),
+                             testing::random_tensor({6, 3}, kFloat64, true)});
+  EXPECT_THROW_MSG(linear_relu(randn({2, 3}), randn({4, 5})), "mat1 and mat2 shapes cannot be multiplied (2x3 and 5x4)");
+  Tensor x = randn({7, 3}), w = randn({4, 3}), b = randn({4});
+  testing::expect_close(linear_relu(x, w, b), relu(linear(x, w, b)));
+}
+
+TEST(ReluBackwardBiasGrad, MatchesTheUnfusedOpsAndGradchecks) {
+  Tensor g = randn({6, 5}), y = randn({6, 5});
+  auto [h, db] = relu_backward_bias_grad(g, y);
+  testing::expect_close(h, threshold_backward(g, y));
+  testing::expect_close(db, sum_to(threshold_backward(g, y), {5}), 1e-5, 1e-6);
+  auto [h3, db3] = relu_backward_bias_grad(randn({2, 3, 4}), randn({2, 3, 4}));
+  EXPECT_EQ(db3.sizes(), (Shape{4}));
+  const Tensor mask = testing::random_tensor({4, 3});
+  testing::expect_gradcheck([mask](const TensorList& in) {
+    auto [a, b] = relu_backward_bias_grad(in[0], mask);
+    return a.sum() * 0.5 + (b * b).sum();
+  }, {testing::random_tensor({4, 3}, kFloat64, true)});
+  EXPECT_THROW_MSG(relu_backward_bias_grad(randn({2, 3}), randn({3, 2})),
+                   "gradient of shape [2, 3] and ReLU output of shape [3, 2]: expected equal shapes");
+}
+
+TEST(ReluBackwardBiasGrad, CudaMatchesCpu) {
+  TG_REQUIRE_CUDA();
+  for (const Shape& s : {Shape{64, 256}, Shape{3, 70}, Shape{256, 4096}, Shape{2, 5, 33}})
+    testing::expect_cuda_matches_cpu([](const TensorList& in) {
+      auto [h, db] = relu_backward_bias_grad(in[0], in[1]);
+      return cat({h.reshape({-1}), db});
+    }, {randn(s), randn(s)}, 1e-4, 1e-4);
+}
+
+TEST(LinearRelu, CudaMatchesCpu) {
+  TG_REQUIRE_CUDA();
+  testing::expect_cuda_matches_cpu([](const TensorList& in) { return linear_relu(in[0], in[1], in[2]); },
+                                   {randn({64, 128}), randn({256, 128}), randn({256})}, 1e-4, 1e-5);
+  testing::expect_cuda_matches_cpu([](const TensorList& in) { return linear_relu(in[0], in[1]); },
+                                   {randn({5, 7}), randn({3, 7})}, 1e-4, 1e-5);
+}
+
+// An MLP's loss, compiled with and without the fusion: equal to eager mode, and the forward graph
+// holds linear_relu exactly when the fusion is on.
+void expect_fused_and_unfused_match_eager(Device device, const std::string& backend) {
+  manual_seed(0);
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Linear>(32, 64));
+  model->push_back(std::make_shared<nn::ReLU>());
+  model->push_back(std::make_shared<nn::Linear>(64, 64));
+  model->push_back(std::make_shared<nn::ReLU>());
+  model->push_back(std::make_shared<nn::Linear>(64, 10));
+  model->to(device);
+  const TensorList params = model->parameters();
+  auto fn = [model](const TensorList& in) { return TensorList{cross_entropy((*model)(in[0]), in[1])}; };
+  Tensor x = randn({16, 32}, {.device = device}), y = randint(0, 10, {16}, {.device = device});
+  auto grads_of = [&](const Tensor& loss) {
+    model->zero_grad();
+    loss.backward();
+    TensorList g;
+    for (const Tensor& p : params) g.push_back(p.grad().clone());
+    return g;
+  };
+  const TensorList eager = grads_of(fn({x, y})[0]);
+  for (bool fuse : {true, false}) {
+    Compiled<decltype(fn)> compiled(fn, {.backend = backend, .fuse_epilogues = fuse});
+    for (int call = 0; call < 3; ++call) {
+      const TensorList got = grads_of(compiled(TensorList{x, y})[0]);
+      for (size_t k = 0; k < params.size(); ++k) testing::expect_close(got[k], eager[k], 1e-4, 1e-5);
+    }
+    testing::expect_compiled_matches_eager(fn, {x, y}, {.compile = {.backend = backend, .fuse_epilogues = fuse},
+                                                        .rtol = 1e-4, .atol = 1e-5, .calls = 3});
+    const auto& ops = compiled.counters().forward_ops;
+    EXPECT_EQ(ops.count("linear_relu") ? ops.at("linear_relu") : 0, fuse ? 2 : 0) << backend;
+    EXPECT_EQ(ops.count("relu") ? ops.at("relu") : 0, fuse ? 0 : 2) << backend;
+    const auto& bw = compiled.counters().backward_ops;
+    EXPECT_EQ(bw.count("relu_backward_bias_grad") ? bw.at("relu_backward_bias_grad") : 0, fuse ? 2 : 0) << backend;
+    EXPECT_EQ(bw.count("threshold_backward") ? bw.at("threshold_backward") : 0, fuse ? 0 : 2) << backend;
+  }
+}
+
+TEST(Fusion, LinearReluOnTheCpu) { expect_fused_and_unfused_match_eager(kCPU, "aot_eager"); }
+
+TEST(Fusion, LinearReluUnderCudaGraphs) {
+  TG_REQUIRE_CUDA();
+  expect_fused_and_unfused_match_eager(cuda_device(0), "cudagraphs");
+}
+
+}  // namespace
+}  // namespace tg
