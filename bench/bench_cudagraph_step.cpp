@@ -10,6 +10,7 @@
 #include <chrono>
 #include <memory>
 
+#include "bench/step_timing.h"
 #include "bench/step_trainer.h"
 #include "bench/workloads.h"
 #include "tapegraph.h"
@@ -40,10 +41,7 @@ void run(benchmark::State& state, const Workload& w, int mode) {
     bench::StepTrainer t = make_trainer(w, compiled, mode != 2);
     for (int i = 0; i < 10; ++i) t.step();  // warm-up, recording
     tg::cuda::synchronize();
-    for (auto _ : state) {
-      t.step();
-      tg::cuda::synchronize();
-    }
+    bench::time_steps(state, [&] { t.step(); }, 20);
     state.counters["peak_MiB"] = static_cast<double>(tg::cuda::max_memory_allocated() - base) / (1 << 20);
   }
   state.SetLabel(mode == 0 ? "eager" : mode == 1 ? "cudagraphs: forward + backward + optimizer graphs"

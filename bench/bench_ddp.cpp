@@ -12,6 +12,7 @@
 
 #include "distributed/ddp.h"
 #include "resnet_tiny.h"
+#include "step_timing.h"
 #include "step_trainer.h"
 #include "tapegraph.h"
 #include "tensor/cuda_runtime.h"
@@ -41,14 +42,8 @@ void run(benchmark::State& state, const std::function<std::unique_ptr<bench::Ste
   for (int i = 0; i < 10; ++i) trainer->step();  // warm-up and recording
   tg::cuda::synchronize(group->device().index);
   group->barrier("bench");
-  for (auto _ : state) {
-    for (int i = 0; i < kStepsPerIteration; ++i) trainer->step();
-    tg::cuda::synchronize(group->device().index);
-  }
+  bench::time_steps(state, [&] { trainer->step(); }, kStepsPerIteration, group->device().index);
   state.counters["gpus"] = group->world_size();
-  // time / (iterations x steps) in microseconds.
-  state.counters["us_per_step"] = benchmark::Counter(kStepsPerIteration / 1e6, benchmark::Counter::kIsIterationInvariantRate |
-                                                                                   benchmark::Counter::kInvert);
   state.counters["samples_per_s"] = benchmark::Counter(static_cast<double>(batch * group->world_size() * kStepsPerIteration),
                                                        benchmark::Counter::kIsIterationInvariantRate);
 }

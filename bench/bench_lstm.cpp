@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "bench/seq_trainer.h"
+#include "bench/step_timing.h"
 #include "tensor/cuda_runtime.h"
 
 namespace {
@@ -32,10 +33,7 @@ void BM_lstm_seed_step(benchmark::State& state) {
   auto t = make_lstm_seed(compiled, model);
   for (int i = 0; i < 5; ++i) t->step();  // warm-up, recording
   tg::cuda::synchronize();
-  for (auto _ : state) {
-    t->step();
-    tg::cuda::synchronize();
-  }
+  bench::time_steps(state, [&] { t->step(); }, 10);
   state.SetLabel(compiled ? "cudagraphs: forward + backward + optimizer graphs" : "eager");
 }
 BENCHMARK(BM_lstm_seed_step)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();

@@ -10,6 +10,7 @@
 
 #include "graphs/counters.h"
 #include "resnet_tiny.h"
+#include "step_timing.h"
 #include "step_trainer.h"
 #include "tapegraph.h"
 #include "tensor/cuda_memory.h"
@@ -57,10 +58,7 @@ void run(benchmark::State& state, bool compiled) {
     bench::StepTrainer t = make_trainer(compiled, tg::cuda_device(0));
     for (int i = 0; i < 10; ++i) t.step();  // warm-up, recording
     tg::cuda::synchronize();
-    for (auto _ : state) {
-      t.step();
-      tg::cuda::synchronize();
-    }
+    bench::time_steps(state, [&] { t.step(); }, 5);
     state.counters["peak_MiB"] = static_cast<double>(tg::cuda::max_memory_allocated() - base) / (1 << 20);
     const auto& c = tg::graphs::global_counters();
     state.counters["graphs_recorded"] = c.graphs_captured;

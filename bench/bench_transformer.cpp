@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include "bench/seq_trainer.h"
+#include "bench/step_timing.h"
 #include "tensor/cuda_runtime.h"
 
 namespace {
@@ -98,10 +99,7 @@ void BM_transformer_lm_step(benchmark::State& state) {
   bench::SeqTrainer t(loss, model->parameters(), x, y, 1e-3, compiled);
   for (int i = 0; i < 5; ++i) t.step();
   tg::cuda::synchronize();
-  for (auto _ : state) {
-    t.step();
-    tg::cuda::synchronize();
-  }
+  bench::time_steps(state, [&] { t.step(); }, 10);
   state.SetLabel(compiled ? "cudagraphs: forward + backward + optimizer graphs" : "eager");
 }
 BENCHMARK(BM_transformer_lm_step)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
