@@ -1,7 +1,8 @@
 // Convolutions on CUDA through cuDNN's legacy convolution API. The algorithm of each shape is chosen
 // once and cached, so a call under graph capture only launches: by timing the candidates
-// (cudnnFind...Ex, as PyTorch's cudnn.benchmark) on the first call outside a capture, or from
-// cuDNN's heuristics (host-only queries) when the first call is captured. Workspaces are tensors
+// (cudnnFind...Ex, as PyTorch's cudnn.benchmark, with as much scratch memory as the hungriest
+// algorithm asks for, up to 256 MiB) on the first call outside a capture, or from cuDNN's heuristics
+// (host-only queries) when the first call is captured. Workspaces are tensors
 // from the caching allocator, so capture sees no hidden allocation. Math is FMA-only (no TF32),
 // matching PyTorch with allow_tf32 off.
 #include <cudnn.h>
@@ -106,26 +107,58 @@ std::vector<Choice> suggestions(int max_count, Query query, SizeOf size_of) {
   return out;
 }
 
-// The fastest algorithm by cuDNN's timed search with a workspace as large as the heuristics' largest
-// need (capped); falls back to the heuristics' first choice under capture or when the search finds none.
+// The largest workspace any of the `count` algorithms needs for this convolution (capped): the
+// timed search gets that much, so no algorithm is left out for want of scratch memory.
+template <typename Algo, typename SizeOf>
+size_t search_workspace(int count, SizeOf size_of) {
+  size_t most = 0;
+  for (int a = 0; a < count; ++a) {
+    size_t bytes = 0;
+    if (size_of(static_cast<Algo>(a), &bytes) == CUDNN_STATUS_SUCCESS && bytes <= kMaxSearchWorkspace)
+      most = std::max(most, bytes);
+  }
+  return most;
+}
+
+// Scratch memory for the timed search, straight from the driver and returned right after: the search
+// runs once per shape, and its workspace should not stay in (or count toward) the caching allocator.
+class SearchWorkspace {
+ public:
+  explicit SearchWorkspace(size_t bytes) : bytes_(bytes) {
+    if (bytes_ > 0 && cudaMalloc(&data_, bytes_) != cudaSuccess) {
+      (void)cudaGetLastError();  // too little free memory: search among the algorithms needing none
+      data_ = nullptr;
+      bytes_ = 0;
+    }
+  }
+  ~SearchWorkspace() {
+    if (data_) cudaFree(data_);
+  }
+  SearchWorkspace(const SearchWorkspace&) = delete;
+  SearchWorkspace& operator=(const SearchWorkspace&) = delete;
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_;
+};
+
+// The fastest algorithm by cuDNN's timed search, given `search_bytes` of workspace; falls back to the
+// heuristics' first choice under capture or when the search finds none.
 // `find(n, &got, perf, ws, bytes)` runs the search.
 template <typename Perf, typename Find>
-Choice pick(const char* what, const std::vector<Choice>& heuristic, Device device, Find find) {
+Choice pick(const char* what, const std::vector<Choice>& heuristic, size_t search_bytes, Find find) {
   TG_CHECK(!heuristic.empty(), "[", what, "] cuDNN reports no supported algorithm for this convolution");
   if (capturing()) return heuristic.front();
-  size_t search_bytes = 0;
-  for (const Choice& c : heuristic)
-    if (c.workspace <= kMaxSearchWorkspace) search_bytes = std::max(search_bytes, c.workspace);
-  const Tensor ws = search_bytes ? empty({static_cast<int64_t>((search_bytes + 7) / 8)}, {.dtype = kFloat64,
-                                                                                         .device = device})
-                                 : Tensor();
+  TG_CUDA_CHECK(cudaStreamSynchronize(current_stream()));  // the operands are ready before the driver allocation
+  const SearchWorkspace ws(search_bytes);
   std::vector<Perf> perf(16);
   int returned = 0;
-  TG_CUDNN_CHECK(find(static_cast<int>(perf.size()), &returned, perf.data(), ws.defined() ? ws.raw_data() : nullptr,
-                      search_bytes));
+  TG_CUDNN_CHECK(find(static_cast<int>(perf.size()), &returned, perf.data(), ws.data(), ws.bytes()));
   for (int i = 0; i < returned; ++i) {
     const Perf& p = perf[static_cast<size_t>(i)];
-    if (p.status == CUDNN_STATUS_SUCCESS && !uses_tensor_cores(p.mathType) && p.memory <= search_bytes)
+    if (p.status == CUDNN_STATUS_SUCCESS && !uses_tensor_cores(p.mathType) && p.memory <= ws.bytes())
       return {static_cast<int>(p.algo), p.memory};
   }
   return heuristic.front();
@@ -180,15 +213,17 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   const Choice c = cached(cache_key("fwd", x.sizes(), w.sizes(), x.dtype(), dev, p), [&] {
     int count = 0;
     TG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count));
+    auto size_of = [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
+      return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, a, bytes);
+    };
     const auto heuristic = suggestions<cudnnConvolutionFwdAlgoPerf_t>(
         count,
         [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* out) {
           return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, n, got, out);
         },
-        [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
-          return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, a, bytes);
-        });
-    return pick<cudnnConvolutionFwdAlgoPerf_t>("conv2d", heuristic, y.device(),
+        size_of);
+    return pick<cudnnConvolutionFwdAlgoPerf_t>("conv2d", heuristic,
+                                               search_workspace<cudnnConvolutionFwdAlgo_t>(count, size_of),
                                                [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* out, void* ws,
                                                    size_t bytes) {
                                                  return cudnnFindConvolutionForwardAlgorithmEx(
@@ -225,16 +260,17 @@ void conv2d_backward_input(const Tensor& gy, const Tensor& w, const Tensor& gx, 
   const Choice c = cached(cache_key("bwd_data", gx.sizes(), w.sizes(), gy.dtype(), dev, p), [&] {
     int count = 0;
     TG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
+    auto size_of = [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
+      return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, a, bytes);
+    };
     const auto heuristic = suggestions<cudnnConvolutionBwdDataAlgoPerf_t>(
         count,
         [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* out) {
           return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, n, got, out);
         },
-        [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
-          return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, a, bytes);
-        });
+        size_of);
     return pick<cudnnConvolutionBwdDataAlgoPerf_t>(
-        "conv2d_backward_input", heuristic, gx.device(),
+        "conv2d_backward_input", heuristic, search_workspace<cudnnConvolutionBwdDataAlgo_t>(count, size_of),
         [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* out, void* ws, size_t bytes) {
           return cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w, w.raw_data(), d.y, gy.raw_data(), d.conv, d.x,
                                                              gx.raw_data(), n, got, out, ws, bytes);
@@ -262,16 +298,17 @@ void conv2d_backward_weight(const Tensor& gy, const Tensor& x, const Tensor& gw,
   const Choice c = cached(cache_key("bwd_filter", x.sizes(), gw.sizes(), gy.dtype(), dev, p), [&] {
     int count = 0;
     TG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
+    auto size_of = [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
+      return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, bytes);
+    };
     const auto heuristic = suggestions<cudnnConvolutionBwdFilterAlgoPerf_t>(
         count,
         [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* out) {
           return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, n, got, out);
         },
-        [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
-          return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, bytes);
-        });
+        size_of);
     return pick<cudnnConvolutionBwdFilterAlgoPerf_t>(
-        "conv2d_backward_weight", heuristic, gw.device(),
+        "conv2d_backward_weight", heuristic, search_workspace<cudnnConvolutionBwdFilterAlgo_t>(count, size_of),
         [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* out, void* ws, size_t bytes) {
           return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x, x.raw_data(), d.y, gy.raw_data(), d.conv, d.w,
                                                                gw.raw_data(), n, got, out, ws, bytes);
