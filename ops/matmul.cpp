@@ -80,7 +80,7 @@ void relu_in_place(const Tensor& out) {
   }
   TG_DISPATCH_FLOATING(out.dtype(), "linear_relu", [&] {
     scalar_t* p = out.data_ptr<scalar_t>();
-    for (int64_t i = 0, n = out.numel(); i < n; ++i) p[i] = p[i] > scalar_t(0) ? p[i] : scalar_t(0);
+    for (int64_t i = 0, n = out.numel(); i < n; ++i) p[i] = p[i] < scalar_t(0) ? scalar_t(0) : p[i];  // NaN stays NaN, as relu
   });
 }
 

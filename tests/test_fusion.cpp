@@ -2,6 +2,9 @@
 // fused and unfused graphs agree with eager mode in values and gradients.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "graphs/testing/parity.h"
 #include "ops/bias_grad.h"
 #include "ops/elementwise.h"
@@ -45,6 +48,24 @@ TEST(ReluBackwardBiasGrad, CudaMatchesCpu) {
       auto [h, db] = relu_backward_bias_grad(in[0], in[1]);
       return cat({h.reshape({-1}), db});
     }, {randn(s), randn(s)}, 1e-4, 1e-4);
+}
+
+// A NaN before the ReLU stays NaN after it (as relu keeps it), fused or not, on every device.
+void expect_nan_propagates(Device device) {
+  Tensor x = randn({4, 8}, {.device = device}), w = randn({6, 8}, {.device = device}), b = randn({6}, {.device = device});
+  x.select(0, 1).select(0, 2).fill_(std::numeric_limits<double>::quiet_NaN());
+  const std::vector<double> fused = linear_relu(x, w, b).cpu().to_vector<double>();
+  const std::vector<double> plain = relu(linear(x, w, b)).cpu().to_vector<double>();
+  ASSERT_EQ(fused.size(), plain.size());
+  for (size_t i = 0; i < fused.size(); ++i) {
+    EXPECT_EQ(std::isnan(fused[i]), std::isnan(plain[i])) << "element " << i << " on " << device.str();
+    if (!std::isnan(plain[i])) EXPECT_NEAR(fused[i], plain[i], 1e-4);
+  }
+}
+
+TEST(LinearRelu, NanStaysNan) {
+  expect_nan_propagates(kCPU);
+  if (cuda_is_available()) expect_nan_propagates(cuda_device(0));
 }
 
 TEST(LinearRelu, CudaMatchesCpu) {
