@@ -24,7 +24,8 @@ using bench::Workload;
 // A workload's training step, eager or with forward, backward and optimizer compiled (cudagraphs).
 bench::StepTrainer make_trainer(const Workload& w, bool compiled, bool fuse = true) {
   bench::MlpSetup s(w, tg::cuda_device(0));
-  return bench::StepTrainer(s.model, s.x, s.y, tg::optim::SGDOptions{.lr = 1e-3}, compiled, fuse);
+  return bench::StepTrainer(bench::classifier_loss(s.model), s.model->parameters(), s.x, s.y,
+                            tg::optim::SGDOptions{.lr = 1e-3}, compiled, fuse);
 }
 
 // mode 0: eager; 1: compiled; 2: compiled without the epilogue fusions.

@@ -27,7 +27,8 @@ using tg::Tensor;
 std::unique_ptr<bench::StepTrainer> make_trainer(std::shared_ptr<tg::nn::Module> model, Tensor x, Tensor y,
                                                  tg::optim::SGDOptions options, bool compiled) {
   if (tg::distributed::world_size() > 1) model = std::make_shared<tg::nn::DistributedDataParallel>(model);
-  return std::make_unique<bench::StepTrainer>(model, x, y, options, compiled);
+  return std::make_unique<bench::StepTrainer>(bench::classifier_loss(model), model->parameters(), x, y, options,
+                                               compiled);
 }
 
 constexpr int kStepsPerIteration = 10;

@@ -5,13 +5,13 @@
 
 #include <chrono>
 
-#include "bench/seq_trainer.h"
+#include "bench/step_trainer.h"
 #include "bench/step_timing.h"
 #include "tensor/cuda_runtime.h"
 
 namespace {
 
-std::unique_ptr<bench::SeqTrainer> make_lstm_seed(bool compiled, std::shared_ptr<tg::nn::LSTM>& keep) {
+std::unique_ptr<bench::StepTrainer> make_lstm_seed(bool compiled, std::shared_ptr<tg::nn::LSTM>& keep) {
   tg::manual_seed(0);
   const tg::Device dev = tg::cuda_device(0);
   keep = std::make_shared<tg::nn::LSTM>(64, 64, tg::nn::RnnOptions{.num_layers = 2, .bidirectional = true});
@@ -20,7 +20,7 @@ std::unique_ptr<bench::SeqTrainer> make_lstm_seed(bool compiled, std::shared_ptr
   tg::Tensor y = tg::randn({92, 4, 128}, {.dtype = tg::kFloat32, .device = dev});
   auto m = keep;
   auto loss = [m](const tg::Tensor& a, const tg::Tensor& b) { return tg::mse_loss(m->forward(a), b); };
-  return std::make_unique<bench::SeqTrainer>(loss, keep->parameters(), x, y, 1e-3, compiled);
+  return std::make_unique<bench::StepTrainer>(loss, keep->parameters(), x, y, tg::optim::SGDOptions{.lr = 1e-3}, compiled);
 }
 
 void BM_lstm_seed_step(benchmark::State& state) {

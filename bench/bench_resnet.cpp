@@ -24,14 +24,20 @@ namespace nn = tg::nn;
 
 using bench::resnet_tiny;
 
-// resnet_tiny, a fixed batch and SGD (lr 0.01, momentum 0.9), stepped eagerly or as three CUDA graphs.
-bench::StepTrainer make_trainer(bool compiled, tg::Device device) {
+// resnet_tiny with a fixed batch and SGD (lr 0.01, momentum 0.9), stepped eagerly or as three CUDA graphs.
+struct ResnetRun {
+  std::shared_ptr<nn::Sequential> model;
+  bench::StepTrainer trainer;
+};
+
+ResnetRun make_run(bool compiled, tg::Device device) {
   tg::manual_seed(0);
   auto model = resnet_tiny();
   model->to(device);
   Tensor x = tg::randn({128, 3, 32, 32}, {.device = device});
   Tensor y = tg::randint(0, 10, {128}, {.device = device});
-  return bench::StepTrainer(model, x, y, tg::optim::SGDOptions{.lr = 0.01, .momentum = 0.9}, compiled);
+  return {model, bench::StepTrainer(bench::classifier_loss(model), model->parameters(), x, y,
+                                    tg::optim::SGDOptions{.lr = 0.01, .momentum = 0.9}, compiled)};
 }
 
 // Largest difference between the BatchNorm running statistics of two models.
@@ -55,7 +61,8 @@ void run(benchmark::State& state, bool compiled) {
   const int64_t base = tg::cuda::memory_allocated();
   tg::cuda::reset_peak_memory_stats();
   try {
-    bench::StepTrainer t = make_trainer(compiled, tg::cuda_device(0));
+    ResnetRun run = make_run(compiled, tg::cuda_device(0));
+    bench::StepTrainer& t = run.trainer;
     for (int i = 0; i < 10; ++i) t.step();  // warm-up, recording
     tg::cuda::synchronize();
     bench::time_steps(state, [&] { t.step(); }, 5);
@@ -82,13 +89,13 @@ void BM_resnet_tiny_buffers_after_20_steps(benchmark::State& state) {
   }
   for (auto _ : state) {
     try {
-      bench::StepTrainer eager = make_trainer(false, tg::cuda_device(0));
-      bench::StepTrainer eager_again = make_trainer(false, tg::cuda_device(0));
-      bench::StepTrainer compiled = make_trainer(true, tg::cuda_device(0));
+      ResnetRun eager = make_run(false, tg::cuda_device(0));
+      ResnetRun eager_again = make_run(false, tg::cuda_device(0));
+      ResnetRun compiled = make_run(true, tg::cuda_device(0));
       for (int i = 0; i < 20; ++i) {
-        eager.step();
-        eager_again.step();
-        compiled.step();
+        eager.trainer.step();
+        eager_again.trainer.step();
+        compiled.trainer.step();
       }
       state.counters["bn_buffer_max_abs_diff"] = buffer_max_diff(*eager.model, *compiled.model);
       state.counters["eager_vs_eager_max_abs_diff"] = buffer_max_diff(*eager.model, *eager_again.model);

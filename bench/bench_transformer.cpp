@@ -4,7 +4,7 @@
 // tokens, cross-entropy on the next token, SGD lr 1e-3. Eager and compiled (cudagraphs).
 #include <benchmark/benchmark.h>
 
-#include "bench/seq_trainer.h"
+#include "bench/step_trainer.h"
 #include "bench/step_timing.h"
 #include "tensor/cuda_runtime.h"
 
@@ -96,7 +96,7 @@ void BM_transformer_lm_step(benchmark::State& state) {
   auto loss = [model](const tg::Tensor& a, const tg::Tensor& b) {
     return tg::cross_entropy(model->forward(a).reshape({kBatch * kSeq, kVocab}), b.reshape({kBatch * kSeq}));
   };
-  bench::SeqTrainer t(loss, model->parameters(), x, y, 1e-3, compiled);
+  bench::StepTrainer t(loss, model->parameters(), x, y, tg::optim::SGDOptions{.lr = 1e-3}, compiled);
   for (int i = 0; i < 5; ++i) t.step();
   tg::cuda::synchronize();
   bench::time_steps(state, [&] { t.step(); }, 10);

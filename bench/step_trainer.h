@@ -1,5 +1,6 @@
-// A training step of the benchmarks: a model, its fixed batch and SGD, stepped eagerly or with the
-// forward, backward and optimizer update compiled as CUDA graphs (three graph launches a step).
+// A training step of the benchmarks: a loss of a fixed batch, SGD over the parameters, stepped
+// eagerly or with the forward, backward and optimizer update compiled as CUDA graphs (three graph
+// launches a step). Shared by every step benchmark.
 #pragma once
 
 #include <functional>
@@ -10,28 +11,26 @@
 namespace bench {
 
 struct StepTrainer {
-  std::shared_ptr<tg::nn::Module> model;
+  using LossFn = std::function<tg::Tensor(const tg::Tensor&, const tg::Tensor&)>;
   tg::Tensor x, y;
   std::unique_ptr<tg::optim::SGD> sgd;
   std::unique_ptr<tg::optim::CompiledStep> compiled_step;
-  std::function<tg::Tensor(const tg::Tensor&, const tg::Tensor&)> loss;
+  LossFn loss;
 
-  // Cross-entropy of `m` on (xs, ys), SGD with `options`; compiled with the cudagraphs backend (with
-  // or without the epilogue fusions) or eager.
-  StepTrainer(std::shared_ptr<tg::nn::Module> m, tg::Tensor xs, tg::Tensor ys, tg::optim::SGDOptions options,
+  // loss(x, y) over `params`, SGD with `options`; compiled with the cudagraphs backend (with or
+  // without the epilogue fusions), the batch marked static as a hand-captured step reads it in place.
+  StepTrainer(LossFn eager_loss, tg::TensorList params, tg::Tensor xs, tg::Tensor ys, tg::optim::SGDOptions options,
               bool compiled, bool fuse_epilogues = true)
-      : model(std::move(m)), x(std::move(xs)), y(std::move(ys)) {
-    sgd = std::make_unique<tg::optim::SGD>(model->parameters(), options);
-    auto eager_loss = [m = model](const tg::Tensor& a, const tg::Tensor& b) { return tg::cross_entropy((*m)(a), b); };
+      : x(std::move(xs)), y(std::move(ys)) {
+    sgd = std::make_unique<tg::optim::SGD>(std::move(params), options);
     if (!compiled) {
-      loss = eager_loss;
+      loss = std::move(eager_loss);
       return;
     }
-    // The batch lives in fixed buffers (as in a hand-captured step, whose data loader refills
-    // them), so the graphs read it in place instead of copying it in.
     tg::mark_static_address(x);
     tg::mark_static_address(y);
-    auto f = std::make_shared<tg::Compiled<decltype(eager_loss)>>(eager_loss, tg::CompileOptions{.backend = "cudagraphs", .fuse_epilogues = fuse_epilogues});
+    auto f = std::make_shared<tg::Compiled<LossFn>>(
+        std::move(eager_loss), tg::CompileOptions{.backend = "cudagraphs", .fuse_epilogues = fuse_epilogues});
     loss = [f](const tg::Tensor& a, const tg::Tensor& b) { return (*f)(a, b); };
     compiled_step = std::make_unique<tg::optim::CompiledStep>(*sgd);
   }
@@ -45,5 +44,10 @@ struct StepTrainer {
     else sgd->step();
   }
 };
+
+// The cross-entropy of a classifier `model` on (x, y).
+inline StepTrainer::LossFn classifier_loss(std::shared_ptr<tg::nn::Module> model) {
+  return [model](const tg::Tensor& a, const tg::Tensor& b) { return tg::cross_entropy((*model)(a), b); };
+}
 
 }  // namespace bench
