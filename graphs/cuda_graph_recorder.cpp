@@ -90,6 +90,8 @@ class CudaRecorder final : public GraphRecorder {
     return false;
   }
 
+  bool replays_by_address() const override { return true; }
+
   std::pair<std::unique_ptr<RecordedGraph>, TensorList> record(const std::function<TensorList()>& body) override {
     cudaStream_t caller = cuda::current_stream();
     // The side stream must see everything the caller queued before capture begins.

@@ -151,7 +151,11 @@ void CudaGraphExecutor::run_captured(size_t s, std::vector<Tensor>& env) {
   }
   std::optional<std::vector<std::shared_ptr<void>>> memory;
   BufferList overwritten;
-  Instance* inst = find_instance(state, seg, env, overwritten);
+  const std::vector<bool> consumed = consumed_inputs(s, env);
+  std::set<const StorageImpl*> consumed_storages;
+  for (size_t i = 0; i < seg.inputs.size(); ++i)
+    if (consumed[i]) consumed_storages.insert(env[static_cast<size_t>(seg.inputs[i])].impl()->storage().get());
+  Instance* inst = find_instance(state, seg, env, consumed_storages, overwritten);
   if (inst) {
     // Inputs are copied in before the replay's memory is taken: an input may be an earlier step's
     // output that this replay overwrites.
@@ -160,7 +164,9 @@ void CudaGraphExecutor::run_captured(size_t s, std::vector<Tensor>& env) {
       const Tensor& t = env[static_cast<size_t>(seg.inputs[i])];
       if (t.defined() && !t.is_same(inst->input_buffers[i])) inst->input_buffers[i].copy_(t);
     }
-    memory = take_memory(*inst, overwritten);
+    std::vector<const void*> consumed_blocks;
+    for (const StorageImpl* st : consumed_storages) consumed_blocks.push_back(st->data());
+    memory = take_memory(*inst, overwritten, consumed_blocks);
     if (!memory)
       log_line("cudagraphs", label_ + " graph: segment " + std::to_string(s) +
                                  ": a tensor outside the graphs' outputs holds memory this replay writes");
@@ -176,7 +182,7 @@ void CudaGraphExecutor::run_captured(size_t s, std::vector<Tensor>& env) {
       return;
     }
     if (!state.instances.empty()) count(&CompileCounters::rerecords);
-    inst = record(state, seg, env);
+    inst = record(state, seg, env, consumed);
     // A fresh recording overlaps no live buffer: its capture allocated around them.
     memory = take_memory(*inst, {});
     TG_CHECK(memory.has_value(), "[cudagraphs] internal error: a fresh recording's memory is in use");
@@ -185,7 +191,9 @@ void CudaGraphExecutor::run_captured(size_t s, std::vector<Tensor>& env) {
 }
 
 CudaGraphExecutor::Instance* CudaGraphExecutor::find_instance(SegmentState& state, const Segment& seg,
-                                                              const std::vector<Tensor>& env, BufferList& overwritten) {
+                                                              const std::vector<Tensor>& env,
+                                                              const std::set<const StorageImpl*>& consumed,
+                                                              BufferList& overwritten) {
   for (auto& inst : state.instances) {
     bool match = true;
     for (size_t i = 0; i < seg.inputs.size() && match; ++i) {
@@ -193,7 +201,7 @@ CudaGraphExecutor::Instance* CudaGraphExecutor::find_instance(SegmentState& stat
       if (inst->static_addresses[i]) match = address_of(t) == inst->static_addresses[i];
     }
     if (!match) continue;
-    if (auto victims = overwritable(*inst)) {
+    if (auto victims = overwritable(*inst, consumed)) {
       overwritten = std::move(*victims);
       return inst.get();
     }
@@ -201,18 +209,48 @@ CudaGraphExecutor::Instance* CudaGraphExecutor::find_instance(SegmentState& stat
   return nullptr;
 }
 
-std::optional<CudaGraphExecutor::BufferList> CudaGraphExecutor::overwritable(const Instance& inst) const {
+std::optional<CudaGraphExecutor::BufferList> CudaGraphExecutor::overwritable(
+    const Instance& inst, const std::set<const StorageImpl*>& consumed) const {
   const uint64_t step = current_step();
   for (const auto& b : inst.buffers)
     if (b->needed_in(step)) return std::nullopt;
   BufferList others = OutputBufferIndex::global().overlapping(inst.graph->written(), inst.buffers);
   for (const auto& b : others)
-    if (b->needed_in(step)) return std::nullopt;
+    if (b->needed_in(step) && !b->held_only_by(consumed)) return std::nullopt;
   return others;
 }
 
-std::optional<std::vector<std::shared_ptr<void>>> CudaGraphExecutor::take_memory(Instance& inst,
-                                                                                 const BufferList& overwritten) {
+std::vector<bool> CudaGraphExecutor::consumed_inputs(size_t s, const std::vector<Tensor>& env) const {
+  const Segment& seg = plan_.segments[s];
+  std::vector<bool> consumed(seg.inputs.size(), false);
+  if (!recorder_->replays_by_address()) return consumed;
+  const std::vector<ValueId>& dying = release_after_segment_[s];
+  // An input a view reads may live on in the view after the segment: it is never consumed.
+  std::set<ValueId> viewed;
+  for (int32_t n : seg.nodes) {
+    const GraphNode& node = graph_.nodes[static_cast<size_t>(n)];
+    if (node.op->has(kView))
+      for (ValueId v : node.inputs) viewed.insert(v);
+  }
+  for (size_t i = 0; i < seg.inputs.size(); ++i) {
+    const ValueId v = seg.inputs[i];
+    const Tensor& t = env[static_cast<size_t>(v)];
+    if (!is_static(v) || !t.defined() || viewed.count(v) || std::find(dying.begin(), dying.end(), v) == dying.end())
+      continue;
+    if (t.impl()->storage()->is_fake() || t.impl()->view_base()) continue;
+    // Held by this run alone: one handle, over a storage no other tensor shares.
+    consumed[i] = t.impl_ptr().use_count() == 1 && t.impl()->storage().use_count() == 1;
+  }
+  // Two inputs over one tensor are not consumed by either.
+  for (size_t i = 0; i < seg.inputs.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (consumed[i] && consumed[j] && env[static_cast<size_t>(seg.inputs[i])].is_same(env[static_cast<size_t>(seg.inputs[j])]))
+        consumed[i] = consumed[j] = false;
+  return consumed;
+}
+
+std::optional<std::vector<std::shared_ptr<void>>> CudaGraphExecutor::take_memory(
+    Instance& inst, const BufferList& overwritten, const std::vector<const void*>& consumed) {
   for (const auto& b : overwritten) b->invalidate();
   std::vector<std::shared_ptr<void>> memory(inst.buffers.size());
   for (size_t k = 0; k < inst.buffers.size(); ++k) {
@@ -223,16 +261,27 @@ std::optional<std::vector<std::shared_ptr<void>>> CudaGraphExecutor::take_memory
     if (!memory[k]) return std::nullopt;
   }
   inst.recorded_memory.clear();
-  std::vector<const void*> own;
+  std::vector<const void*> own = consumed;
   for (const auto& b : inst.buffers) own.push_back(reinterpret_cast<const void*>(b->range.begin));
   if (recorder_->in_use(inst.scratch, own)) return std::nullopt;
   return memory;
 }
 
 CudaGraphExecutor::Instance* CudaGraphExecutor::record(SegmentState& state, const Segment& seg,
-                                                       const std::vector<Tensor>& env) {
+                                                       std::vector<Tensor>& env, const std::vector<bool>& consumed) {
   auto inst = std::make_unique<Instance>();
-  for (ValueId v : seg.inputs) {
+  // Consumed inputs go to the recording alone, which drops each after its last reader, so the rest of
+  // the capture reuses their memory (as an eager run frees a saved activation once used).
+  auto handed = std::make_shared<std::map<ValueId, Tensor>>();
+  for (size_t i = 0; i < seg.inputs.size(); ++i)
+    if (consumed[i]) (*handed)[seg.inputs[i]] = std::move(env[static_cast<size_t>(seg.inputs[i])]);
+  for (size_t i = 0; i < seg.inputs.size(); ++i) {
+    const ValueId v = seg.inputs[i];
+    if (consumed[i]) {
+      inst->input_buffers.push_back(Tensor());
+      inst->static_addresses.push_back(address_of(handed->at(v)));
+      continue;
+    }
     const Tensor& t = env[static_cast<size_t>(v)];
     // Static: graph inputs declared so, and tensors over memory marked as keeping its address.
     if (is_static(v) || !t.defined() || is_static_address(t)) {
@@ -248,9 +297,10 @@ CudaGraphExecutor::Instance* CudaGraphExecutor::record(SegmentState& state, cons
   const Graph& g = graph_;
   const TensorList buffers = inst->input_buffers;
   const Interpreter& interp = interpreter_;
-  auto body = [&g, &seg, &interp, buffers]() {
-    std::map<ValueId, Tensor> local;
-    for (size_t i = 0; i < seg.inputs.size(); ++i) local[seg.inputs[i]] = buffers[i];
+  auto body = [&g, &seg, &interp, buffers, handed]() {
+    std::map<ValueId, Tensor> local = std::move(*handed);  // the recorder runs the body once
+    for (size_t i = 0; i < seg.inputs.size(); ++i)
+      if (buffers[i].defined() || !local.count(seg.inputs[i])) local[seg.inputs[i]] = buffers[i];
     TensorList args;
     for (int32_t n : seg.nodes) {
       const GraphNode& node = g.nodes[static_cast<size_t>(n)];

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,14 +49,20 @@ class CudaGraphExecutor final : public Executor {
   // An instance whose static inputs match and whose replay overwrites no tensor of the current
   // step, with the other graphs' buffers that replay overwrites; null when there is none.
   Instance* find_instance(SegmentState& state, const Segment& seg, const std::vector<Tensor>& env,
-                          BufferList& overwritten);
-  Instance* record(SegmentState& state, const Segment& seg, const std::vector<Tensor>& env);
+                          const std::set<const StorageImpl*>& consumed, BufferList& overwritten);
+  Instance* record(SegmentState& state, const Segment& seg, std::vector<Tensor>& env, const std::vector<bool>& consumed);
   // The other graphs' buffers `inst`'s replay overwrites, or nothing when one of them (or one of
-  // inst's own) holds tensors of the current step.
-  std::optional<BufferList> overwritable(const Instance& inst) const;
+  // inst's own) holds tensors of the current step other than `consumed` (inputs this replay is the
+  // last reader of, held by nothing else).
+  std::optional<BufferList> overwritable(const Instance& inst, const std::set<const StorageImpl*>& consumed) const;
+  // Per input of segment `s`: a static input whose last reader is in the segment and that nothing
+  // but this run holds, so a recording may free it after its last reader and reuse its memory.
+  std::vector<bool> consumed_inputs(size_t s, const std::vector<Tensor>& env) const;
   // Invalidates `overwritten` and inst's earlier outputs and claims its output buffers; returns their
   // memory, or nothing when some of it is unexpectedly in use.
-  std::optional<std::vector<std::shared_ptr<void>>> take_memory(Instance& inst, const BufferList& overwritten);
+  // `consumed`: blocks of inputs this replay consumes, which it may overwrite after reading them.
+  std::optional<std::vector<std::shared_ptr<void>>> take_memory(Instance& inst, const BufferList& overwritten,
+                                                                const std::vector<const void*>& consumed = {});
   void replay(Instance& inst, const std::vector<std::shared_ptr<void>>& memory, const Segment& seg,
               std::vector<Tensor>& env);
   bool is_static(ValueId v) const;

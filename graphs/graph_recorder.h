@@ -44,6 +44,10 @@ class GraphRecorder {
   virtual bool in_use(const std::vector<MemoryRange>& ranges, const std::vector<const void*>& own) = 0;
   // Runs `fn` eagerly with its allocations in the shared pool (a graph's warm-up call).
   virtual void warm_up(const std::function<void()>& fn) { fn(); }
+  // True when a replay reads its static inputs by address only (a captured graph): a static input
+  // whose last reader is in the recording may then be released inside it, and its memory reused
+  // by the rest of the recording. A recorder that re-runs the body needs its inputs kept.
+  virtual bool replays_by_address() const { return false; }
 };
 
 // The CUDA recorder for `device`: captures on a side stream into the device's one private pool

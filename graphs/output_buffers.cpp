@@ -10,6 +10,12 @@ bool OutputBuffer::in_use() const {
   return false;
 }
 
+bool OutputBuffer::held_only_by(const std::set<const StorageImpl*>& storages) const {
+  for (const auto& w : handed_out)
+    if (auto s = w.lock(); s && !s->is_stale() && !storages.count(s.get())) return false;
+  return true;
+}
+
 void OutputBuffer::invalidate() {
   for (const auto& w : handed_out) {
     auto s = w.lock();

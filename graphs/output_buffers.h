@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <set>
 #include <vector>
 
 #include "graphs/memory_range.h"
@@ -28,6 +29,8 @@ struct OutputBuffer {
   bool in_use() const;
   // True when callers hold tensors written in step `current`: overwriting them now is not allowed.
   bool needed_in(uint64_t current) const { return step == current && in_use(); }
+  // True when every valid tensor over this buffer has one of `storages` (inputs a replay consumes).
+  bool held_only_by(const std::set<const StorageImpl*>& storages) const;
   // Makes every tensor handed out over the buffer raise on use (the memory is about to be
   // overwritten); they stop holding the memory.
   void invalidate();
