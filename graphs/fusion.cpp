@@ -1,41 +1,10 @@
 #include "graphs/fusion.h"
 
+#include "graphs/graph_edit.h"
 #include "ops/bias_grad.h"
 #include "ops/matmul.h"
 
 namespace tg::graphs {
-
-namespace {
-
-// Who reads each value: the nodes, in order (graph outputs are not counted here).
-std::vector<std::vector<int32_t>> readers_of(const Graph& graph) {
-  std::vector<std::vector<int32_t>> readers(graph.values.size());
-  for (size_t i = 0; i < graph.nodes.size(); ++i)
-    for (ValueId v : graph.nodes[i].inputs)
-      if (v >= 0) readers[static_cast<size_t>(v)].push_back(static_cast<int32_t>(i));
-  return readers;
-}
-
-std::vector<bool> graph_outputs(const Graph& graph) {
-  std::vector<bool> out(graph.values.size(), false);
-  for (ValueId v : graph.outputs)
-    if (v >= 0) out[static_cast<size_t>(v)] = true;
-  return out;
-}
-
-// Drops the removed nodes and renumbers the producers of the values.
-void drop_nodes(Graph& graph, const std::vector<bool>& removed) {
-  std::vector<GraphNode> kept;
-  kept.reserve(graph.nodes.size());
-  for (size_t i = 0; i < graph.nodes.size(); ++i)
-    if (!removed[i]) kept.push_back(std::move(graph.nodes[i]));
-  graph.nodes = std::move(kept);
-  for (size_t i = 0; i < graph.nodes.size(); ++i)
-    for (ValueId o : graph.nodes[i].outputs)
-      if (o >= 0) graph.values[static_cast<size_t>(o)].producer = static_cast<int32_t>(i);
-}
-
-}  // namespace
 
 int fuse_linear_relu(Graph& graph) {
   const std::vector<std::vector<int32_t>> readers = readers_of(graph);
