@@ -8,6 +8,7 @@
 #include "ops/elementwise.h"
 #include "ops/elementwise_select.h"
 #include "ops/factory.h"
+#include "ops/pointwise.h"
 #include "ops/unary.h"
 
 #ifdef TG_WITH_CUDA
@@ -115,6 +116,17 @@ class BinaryOp final : public Op {
     run(compute, p, TensorIter::make(o, {&a, &b}), o);
   }
 
+  bool pointwise(const std::vector<TensorMeta>& in, PointwiseMath& math) const override {
+    if (inplace_) return false;
+    math.family = PointwiseFamily::Binary;
+    math.binary = kind_;
+    math.compute = compute_dtype(side_ == ScalarSide::None ? result_type(in) : promote_with_scalar(in[0].dtype, scalar_.kind()));
+    math.params.alpha = alpha_;
+    math.params.side = side_;
+    math.params.scalar = scalar_;
+    return true;
+  }
+
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override {
     const Tensor& g = grads[0];
     TensorList gi(side_ == ScalarSide::None ? 2 : 1);
@@ -149,9 +161,13 @@ class BinaryOp final : public Op {
 
  private:
   DType result_dtype(const TensorList& in) const {
-    DType r = side_ == ScalarSide::None ? result_type({&in[0], &in[1]}) : result_type(in[0], scalar_);
-    if (kind_ == BinaryKind::Div && !is_floating(r)) r = kDefaultFloat;  // true division
-    return r;
+    return compute_dtype(side_ == ScalarSide::None ? result_type({&in[0], &in[1]}) : result_type(in[0], scalar_));
+  }
+
+  // The dtype the functor runs in, from the operands' promoted dtype.
+  DType compute_dtype(DType promoted) const {
+    if (kind_ == BinaryKind::Div && !is_floating(promoted)) return kDefaultFloat;  // true division
+    return promoted;
   }
 
   void validate(const char* op, DType r) const {

@@ -9,6 +9,7 @@
 #include "ops/elementwise.h"
 #include "ops/elementwise_select.h"
 #include "ops/factory.h"
+#include "ops/pointwise.h"
 
 #ifdef TG_WITH_CUDA
 #include "ops/cuda/elementwise.h"
@@ -58,6 +59,19 @@ class CompareOp final : public Op {
     } else {
       run(compute, p, TensorIter::make(o, {&a, &b}), o);
     }
+  }
+
+  bool pointwise(const std::vector<TensorMeta>& in, PointwiseMath& math) const override {
+    math.family = PointwiseFamily::Compare;
+    math.compare = kind_;
+    if (has_scalar_) {
+      math.compute = promote_with_scalar(in[0].dtype, scalar_.kind());
+      math.params.side = ScalarSide::Right;
+      math.params.scalar = scalar_;
+    } else {
+      math.compute = result_type(in);
+    }
+    return true;
   }
 
   TensorList backward(const BackwardContext&, const TensorList&) const override {
@@ -112,6 +126,12 @@ class WhereOp final : public Op {
     }
 #endif
     ew::visit_where(compute, cpu::Launch{TensorIter::make(o, {&in[0], &in[1], &in[2]})});
+  }
+
+  bool pointwise(const std::vector<TensorMeta>& in, PointwiseMath& math) const override {
+    math.family = PointwiseFamily::Where;
+    math.compute = result_type(std::vector<TensorMeta>{in[1], in[2]});
+    return true;
   }
 
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override {

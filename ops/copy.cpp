@@ -8,6 +8,7 @@
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/elementwise_select.h"
+#include "ops/pointwise.h"
 #include "tensor/cuda_runtime.h"
 
 #ifdef TG_WITH_CUDA
@@ -131,6 +132,11 @@ class CloneOp final : public Op {
     return {std::move(m)};
   }
   void eval(const TensorList& in, TensorList& out) const override { copy_kernel(out[0], in[0]); }
+  bool pointwise(const std::vector<TensorMeta>& in, PointwiseMath& math) const override {
+    math.family = PointwiseFamily::Convert;
+    math.compute = in[0].dtype;
+    return true;
+  }
   TensorList backward(const BackwardContext&, const TensorList& grads) const override { return {grads[0]}; }
   SaveSpec saves() const override { return {.inputs = false}; }
 };
@@ -155,6 +161,14 @@ class ToCopyOp final : public Op {
   }
 
   void eval(const TensorList& in, TensorList& out) const override { copy_kernel(out[0], in[0]); }
+
+  // A cast on one device; a move between devices is never fused.
+  bool pointwise(const std::vector<TensorMeta>&, PointwiseMath& math) const override {
+    if (across_) return false;
+    math.family = PointwiseFamily::Convert;
+    math.compute = dtype_;
+    return true;
+  }
 
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override {
     return {reduce_grad(grads[0], ctx.input_meta(0))};

@@ -158,15 +158,30 @@ bool TensorIter::is_contiguous() const {
   return true;
 }
 
-DType result_type(std::initializer_list<const Tensor*> operands) {
+namespace {
+
+// result_type over operands given as (dtype, has dims) pairs.
+template <typename Operands, typename DTypeOf, typename HasDims>
+DType result_type_of(const Operands& operands, DTypeOf dtype_of, HasDims has_dims) {
   std::optional<DType> dims, zero;
-  for (const Tensor* t : operands) {
-    std::optional<DType>& slot = t->dim() > 0 ? dims : zero;
-    slot = slot ? promote_types(*slot, t->dtype()) : t->dtype();
+  for (const auto& t : operands) {
+    std::optional<DType>& slot = has_dims(t) ? dims : zero;
+    slot = slot ? promote_types(*slot, dtype_of(t)) : dtype_of(t);
   }
   if (!dims) return zero.value_or(kFloat32);
   if (!zero) return *dims;
   return combine_categories(*dims, *zero);
+}
+
+}  // namespace
+
+DType result_type(std::initializer_list<const Tensor*> operands) {
+  return result_type_of(operands, [](const Tensor* t) { return t->dtype(); }, [](const Tensor* t) { return t->dim() > 0; });
+}
+
+DType result_type(const std::vector<TensorMeta>& operands) {
+  return result_type_of(operands, [](const TensorMeta& m) { return m.dtype; },
+                        [](const TensorMeta& m) { return !m.sizes.empty(); });
 }
 
 DType result_type(const Tensor& t, const Scalar& s) { return promote_with_scalar(t.dtype(), s.kind()); }

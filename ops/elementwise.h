@@ -43,6 +43,8 @@ struct TensorIter {
 // PyTorch's result_type over tensor operands: dimensioned tensors decide, and 0-dim tensors
 // only lift the result to a higher category (float32 tensor + float64 0-dim tensor is float32).
 DType result_type(std::initializer_list<const Tensor*> operands);
+// The same rule over operand metadata (graph passes see no tensors).
+DType result_type(const std::vector<TensorMeta>& operands);
 // result_type of one tensor with a Python-style scalar operand.
 DType result_type(const Tensor& t, const Scalar& s);
 // PyTorch's short dtype names used in cast errors ("Float", "Long", "Bool").

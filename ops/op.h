@@ -49,6 +49,7 @@ struct SaveSpec {
 };
 
 class BackwardContext;
+struct PointwiseMath;
 
 // One op: schema, shape rule (runs without data), kernels, and its vector-Jacobian product.
 class Op {
@@ -67,6 +68,9 @@ class Op {
   // False when backward() takes an undefined gradient for an output that received none (its
   // statistics outputs, say) instead of a tensor of zeros made for it.
   virtual bool needs_zero_filled_grads() const { return true; }
+  // Out-of-place elementwise ops that a fusion may inline fill `math` (ops/pointwise.h) for inputs of
+  // metadata `inputs` and return true; every other op returns false and is never fused.
+  virtual bool pointwise(const std::vector<TensorMeta>& inputs, PointwiseMath& math) const;
   // The op's attributes for printing, e.g. "dim=1, keepdim=true".
   virtual std::string attrs() const { return {}; }
   // Random ops (kRandom) override this: the same op drawing fresh numbers (a new generator state),

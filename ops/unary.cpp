@@ -9,6 +9,7 @@
 #include "ops/elementwise.h"
 #include "ops/elementwise_select.h"
 #include "ops/factory.h"
+#include "ops/pointwise.h"
 
 #ifdef TG_WITH_CUDA
 #include "ops/cuda/elementwise.h"
@@ -74,6 +75,15 @@ class UnaryOp final : public Op {
     }
 #endif
     ew::visit_unary(kind_, compute, p_, cpu::Launch{it});
+  }
+
+  bool pointwise(const std::vector<TensorMeta>& in, PointwiseMath& math) const override {
+    if (inplace_) return false;
+    math.family = PointwiseFamily::Unary;
+    math.unary = kind_;
+    math.compute = result_dtype(schema().name.data(), in[0].dtype);
+    math.params = p_;
+    return true;
   }
 
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override {
