@@ -1,0 +1,85 @@
+#include "ops/cuda/nvrtc_compiler.h"
+
+#include <nvrtc.h>
+
+#include <sstream>
+
+#include "tensor/check.h"
+
+namespace tg::cuda {
+namespace {
+
+#define TG_NVRTC_CHECK(expr)                                                                   \
+  do {                                                                                         \
+    const nvrtcResult tg_res_ = (expr);                                                        \
+    if (tg_res_ != NVRTC_SUCCESS) TG_FAIL("[nvrtc] ", #expr, " failed: ", nvrtcGetErrorString(tg_res_)); \
+  } while (0)
+
+// Destroys the program whatever happens to the compilation.
+struct ProgramHolder {
+  nvrtcProgram program = nullptr;
+  ~ProgramHolder() {
+    if (program) (void)nvrtcDestroyProgram(&program);
+  }
+};
+
+std::string numbered(const std::string& source) {
+  std::istringstream in(source);
+  std::ostringstream out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) out << n << "\t" << line << "\n";
+  return out.str();
+}
+
+std::string program_log(nvrtcProgram program) {
+  size_t size = 0;
+  if (nvrtcGetProgramLogSize(program, &size) != NVRTC_SUCCESS || size <= 1) return {};
+  std::string log(size, '\0');
+  if (nvrtcGetProgramLog(program, log.data()) != NVRTC_SUCCESS) return {};
+  log.resize(size - 1);
+  return log;
+}
+
+}  // namespace
+
+CompiledImage nvrtc_compile(const std::string& source, const std::string& arch) {
+  ProgramHolder holder;
+  TG_NVRTC_CHECK(nvrtcCreateProgram(&holder.program, source.c_str(), "fused_elementwise.cu", 0, nullptr, nullptr));
+  const std::string arch_option = "--gpu-architecture=" + arch;
+  // No fast math: the generated kernels call the same device math functions as the eager kernels.
+  const char* options[] = {arch_option.c_str(), "--std=c++17"};
+  const nvrtcResult compiled = nvrtcCompileProgram(holder.program, 2, options);
+  CompiledImage result;
+  result.log = program_log(holder.program);
+  TG_CHECK(compiled == NVRTC_SUCCESS, "[nvrtc] compiling a generated kernel for ", arch, " failed: ",
+           nvrtcGetErrorString(compiled), "\n", result.log, "\nsource:\n", numbered(source));
+  result.cubin = arch.rfind("sm_", 0) == 0;
+  size_t size = 0;
+  if (result.cubin) {
+    TG_NVRTC_CHECK(nvrtcGetCUBINSize(holder.program, &size));
+    result.image.resize(size);
+    TG_NVRTC_CHECK(nvrtcGetCUBIN(holder.program, result.image.data()));
+  } else {
+    TG_NVRTC_CHECK(nvrtcGetPTXSize(holder.program, &size));
+    result.image.resize(size);  // includes the terminating NUL the driver expects
+    TG_NVRTC_CHECK(nvrtcGetPTX(holder.program, result.image.data()));
+  }
+  return result;
+}
+
+std::string nvrtc_target_for(int major, int minor) {
+  int count = 0;
+  TG_NVRTC_CHECK(nvrtcGetNumSupportedArchs(&count));
+  std::vector<int> archs(static_cast<size_t>(count));
+  TG_NVRTC_CHECK(nvrtcGetSupportedArchs(archs.data()));
+  const int wanted = major * 10 + minor;
+  int best = -1;
+  for (int a : archs) {
+    if (a == wanted) return "sm_" + std::to_string(a);
+    if (a < wanted && a > best) best = a;
+  }
+  TG_CHECK(best > 0, "[nvrtc] this NVRTC cannot compile for compute capability ", major, ".", minor);
+  return "compute_" + std::to_string(best);
+}
+
+}  // namespace tg::cuda
