@@ -8,6 +8,7 @@
 #include "graphs/compiled_backward.h"
 #include "graphs/cudagraph_executor.h"
 #include "graphs/cudagraph_step.h"
+#include "graphs/elementwise_fusion.h"
 #include "graphs/functional_ops.h"
 #include "graphs/fusion.h"
 #include "graphs/staging.h"
@@ -81,6 +82,13 @@ void make_executors(CompiledFunction::State& s, CompiledEntry& entry, const Tens
     if (forward + backward > 0)
       log_line("fusion", std::to_string(forward) + " linear + relu pair(s) fused into linear_relu, " +
                              std::to_string(backward) + " relu gradient + bias gradient pair(s) into relu_backward_bias_grad");
+  }
+  if (s.options.fuse_elementwise) {
+    const int forward = fuse_elementwise_chains(entry.partition.forward);
+    const int backward = fuse_elementwise_chains(entry.partition.backward);
+    if (forward + backward > 0)
+      log_line("fusion", std::to_string(forward) + " forward and " + std::to_string(backward) +
+                             " backward group(s) of elementwise ops fused into fused_elementwise");
   }
   schedule_collectives_early(entry.partition.forward);
   schedule_collectives_early(entry.partition.backward);

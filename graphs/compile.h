@@ -25,6 +25,7 @@ struct CompileOptions {
   bool fullgraph = false;               // raise on data-dependent code instead of running it eagerly
   int cudagraph_max_recordings = 8;     // recordings per segment (new static addresses) before eager
   bool fuse_epilogues = true;           // fuse linear + relu (cuBLASLt epilogue) and relu grad + bias grad
+  bool fuse_elementwise = true;         // fuse chains of elementwise ops on CUDA into generated kernels (NVRTC)
   std::vector<std::string> input_names; // names used in recompile reasons (default: "input N")
 };
 

@@ -1,4 +1,4 @@
-// TG_LOGS: which pipeline stages print to stderr (graphs, partition, recompiles, cudagraphs).
+// TG_LOGS: which pipeline stages print to stderr (graphs, partition, recompiles, cudagraphs, fusion).
 #pragma once
 
 #include <string_view>
