@@ -1,6 +1,7 @@
 // Convolution ops: conv2d forward and its two backward products, each an op with a shape rule, CPU
 // and CUDA kernels and a VJP written with the other two (all three are bilinear), plus conv1d and
 // the "same"/"valid" padding rules as compositions.
+#include "ops/widen.h"
 #include "ops/conv.h"
 
 #include "ops/conv_kernels.h"
@@ -88,6 +89,7 @@ class Conv2dOp final : public Op {
 #ifdef TG_WITH_CUDA
     if (on_cuda(out[0])) return cuda::conv2d_forward(in[0], in[1], bias, out[0], p_);
 #endif
+    if (eval_widened(*this, in, out)) return;  // the CPU convolutions compute 16-bit floats in float32
     cpu_conv2d_forward(in[0], in[1], bias, out[0], p_);
   }
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override;
@@ -118,6 +120,7 @@ class Conv2dBackwardInputOp final : public Op {
 #ifdef TG_WITH_CUDA
     if (on_cuda(out[0])) return cuda::conv2d_backward_input(in[0], in[1], out[0], p_);
 #endif
+    if (eval_widened(*this, in, out)) return;  // the CPU convolutions compute 16-bit floats in float32
     cpu_conv2d_backward_input(in[0], in[1], out[0], p_);
   }
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override;
@@ -148,6 +151,7 @@ class Conv2dBackwardWeightOp final : public Op {
 #ifdef TG_WITH_CUDA
     if (on_cuda(out[0])) return cuda::conv2d_backward_weight(in[0], in[1], out[0], p_);
 #endif
+    if (eval_widened(*this, in, out)) return;  // the CPU convolutions compute 16-bit floats in float32
     cpu_conv2d_backward_weight(in[0], in[1], out[0], p_);
   }
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override;

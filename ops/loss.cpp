@@ -1,6 +1,7 @@
 // Losses: mse_loss and l1_loss from elementwise ops, nll_loss as a fused op, cross_entropy with class
 // indices as one fused op (log-softmax and nll in one kernel, its backward in one more), with
 // probability targets composed.
+#include "ops/widen.h"
 #include "ops/loss.h"
 
 #include <algorithm>
@@ -85,6 +86,7 @@ class NllLossOp final : public Op {
     return {contiguous_meta(out, in[0].dtype(), common_device("nll_loss", in))};
   }
   void eval(const TensorList& in, TensorList& out) const override {
+    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
 #ifdef TG_WITH_CUDA
     if (out[0].is_cuda()) {
       cuda::nll_loss_forward(in[0], in[1], reduction_, out[0]);
@@ -131,6 +133,7 @@ class NllLossBackwardOp final : public Op {
     return {contiguous_meta(input_sizes_, in[0].dtype(), common_device("nll_loss_backward", in))};
   }
   void eval(const TensorList& in, TensorList& out) const override {
+    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
 #ifdef TG_WITH_CUDA
     if (out[0].is_cuda()) {
       cuda::nll_loss_backward(in[0], in[1], reduction_, out[0]);
@@ -145,7 +148,7 @@ class NllLossBackwardOp final : public Op {
       scalar_t* dst = out[0].data_ptr<scalar_t>();
       std::fill(dst, dst + out[0].numel(), scalar_t(0));
       const int64_t grad_stride = reduction_ == Reduction::None && grad.dim() == 1 ? grad.strides()[0] : 0;
-      const scalar_t scale = reduction_ == Reduction::Mean ? scalar_t(1) / static_cast<scalar_t>(g.rows) : scalar_t(1);
+      const acc_type<scalar_t> scale = reduction_ == Reduction::Mean ? 1.0 / static_cast<double>(g.rows) : 1.0;
       for (int64_t n = 0; n < g.rows; ++n) {
         const int64_t t = checked_target(target, g.target_stride, n, g.classes);
         dst[n * g.row_stride + t * g.class_stride] = -gp[n * grad_stride] * scale;
@@ -184,6 +187,7 @@ class CrossEntropyBackwardOp final : public Op {
     return {contiguous_meta(in[1].sizes(), in[1].dtype(), common_device("cross_entropy_backward", in))};
   }
   void eval(const TensorList& in, TensorList& out) const override {
+    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
 #ifdef TG_WITH_CUDA
     if (out[0].is_cuda()) {
       cuda::cross_entropy_backward(in[0], in[1], in[2], reduction_, out[0]);
@@ -198,7 +202,7 @@ class CrossEntropyBackwardOp final : public Op {
       const scalar_t* logp = in[1].data_ptr<scalar_t>();
       scalar_t* dst = out[0].data_ptr<scalar_t>();
       const int64_t grad_stride = reduction_ == Reduction::None && grad.dim() == 1 ? grad.strides()[0] : 0;
-      const scalar_t scale = reduction_ == Reduction::Mean ? scalar_t(1) / static_cast<scalar_t>(g.rows) : scalar_t(1);
+      const acc_type<scalar_t> scale = reduction_ == Reduction::Mean ? 1.0 / static_cast<double>(g.rows) : 1.0;
       for (int64_t n = 0; n < g.rows; ++n) {
         const int64_t t = checked_target(target, g.target_stride, n, g.classes);
         const scalar_t gn = gp[n * grad_stride] * scale;
@@ -251,6 +255,7 @@ class CrossEntropyOp final : public Op {
     return {contiguous_meta(out, in[0].dtype(), device), contiguous_meta(in[0].sizes(), in[0].dtype(), device)};
   }
   void eval(const TensorList& in, TensorList& out) const override {
+    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
 #ifdef TG_WITH_CUDA
     if (out[0].is_cuda()) {
       cuda::cross_entropy_forward(in[0], in[1], reduction_, out[0], out[1]);

@@ -24,7 +24,7 @@ std::string mat_str(const Tensor& t) { return std::to_string(t.size(0)) + "x" + 
 void check_float_matrix(const char* op, const char* what, const Tensor& t, int64_t dims) {
   TG_CHECK(t.dim() == dims, "[", op, "] expected ", what, " to be a ", dims, "-D tensor, got a ", t.dim(),
            "-D tensor of shape ", shape_str(t.sizes()));
-  TG_CHECK(is_floating(t.dtype()), "[", op, "] expected a floating dtype (float32 or float64) for ", what, ", got ",
+  TG_CHECK(is_floating(t.dtype()), "[", op, "] expected a floating dtype for ", what, ", got ",
            dtype_name(t.dtype()));
 }
 
@@ -266,7 +266,7 @@ class LinearOp final : public Op {
     const Tensor& x = in[0];
     const Tensor& w = in[1];
     TG_CHECK(x.dim() >= 1, "[linear] expected input with at least 1 dim, got a 0-dim tensor");
-    TG_CHECK(is_floating(x.dtype()), "[linear] expected a floating dtype (float32 or float64) for input, got ",
+    TG_CHECK(is_floating(x.dtype()), "[linear] expected a floating dtype for input, got ",
              dtype_name(x.dtype()));
     check_float_matrix("linear", "weight", w, 2);
     check_same_dtype("linear", "input", x, "weight", w);

@@ -42,6 +42,14 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   TG_CHECK(input.dim() >= 2, "[batch_norm] input of shape ", shape_str(input.sizes()),
            " has the wrong rank: expected [N, C, *] with at least 2 dims");
   check_floating(op, input);
+  // A 16-bit input with float32 parameters or statistics (a mixed-precision model) normalizes in
+  // float32, as PyTorch's kernels do, and returns the input's dtype.
+  const Tensor* params[] = {&weight, &bias, &running_mean, &running_var};
+  for (const Tensor* p : params)
+    if (is_low_precision(input.dtype()) && p->defined() && p->dtype() == kFloat32)
+      return to(batch_norm(to(input, input.device(), kFloat32), running_mean, running_var, weight, bias, training,
+                           momentum, eps),
+                input.device(), input.dtype());
   const int64_t C = input.sizes()[1];
   const Shape ch{C};
   check_param(op, "weight", weight, ch, input);
@@ -62,7 +70,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   const int64_t n = input.numel() / (C == 0 ? 1 : C);
   TG_CHECK(n > 1, "[batch_norm] expected more than 1 value per channel when training, got input of shape ",
            shape_str(input.sizes()));
-  if (input.dtype() == kFloat32 || input.dtype() == kFloat64) {
+  if (is_floating(input.dtype())) {
     // One op and one backward op instead of the composition below.
     const BatchNormTrainingResult r =
         batch_norm_training(input, weight.defined() ? weight : ones(ch, input.options()),

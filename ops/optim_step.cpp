@@ -1,3 +1,4 @@
+#include "ops/widen.h"
 #include "ops/optim_step.h"
 
 #include <cmath>
@@ -92,7 +93,8 @@ class AdamStepOp final : public Op {
     return written_metas(schema_, in);
   }
 
-  void eval(const TensorList& in, TensorList& /*out*/) const override {
+  void eval(const TensorList& in, TensorList& out) const override {
+    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
     const AdamLists l = split_lists(in);
 #ifdef TG_WITH_CUDA
     if (l.params[0].is_cuda()) {
@@ -156,7 +158,8 @@ class SgdStepOp final : public Op {
     return written_metas(schema_, in);
   }
 
-  void eval(const TensorList& in, TensorList& /*out*/) const override {
+  void eval(const TensorList& in, TensorList& out) const override {
+    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
     const bool momentum = options_.momentum != 0.0;
     const size_t n = in.size() / (momentum ? 3 : 2);
 #ifdef TG_WITH_CUDA

@@ -1,4 +1,5 @@
 // softmax and log_softmax along one dim, with fused backward kernels that are themselves differentiable.
+#include "ops/widen.h"
 #include "ops/softmax.h"
 
 #include <cmath>
@@ -94,6 +95,7 @@ class RowOp : public Op {
  protected:
   int64_t wrapped(const Tensor& t) const { return wrap_dim(dim_, t.dim(), schema().name.data()); }
   void run(SoftmaxMode mode, const TensorList& in, TensorList& out) const {
+    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
     run_rows(mode, in[0], in.size() > 1 ? in[1] : Tensor(), wrapped(in[0]), out[0]);
   }
   int64_t dim_;

@@ -167,7 +167,7 @@ void cross_entropy_forward(const Tensor& input, const Tensor& target, Reduction 
     nll_loss_forward(log_probs, target, reduction, loss);
     return;
   }
-  TG_DISPATCH_FLOATING(input.dtype(), "cross_entropy", [&] {
+  TG_DISPATCH_FLOAT_DOUBLE(input.dtype(), "cross_entropy", [&] {
     cross_entropy_reduce_kernel<<<1, kSingleBlockThreads, 0, current_stream()>>>(
         input.data_ptr<scalar_t>(), l, log_probs.data_ptr<scalar_t>(), loss.data_ptr<scalar_t>(),
         reduction == Reduction::Mean);
@@ -179,7 +179,7 @@ void cross_entropy_backward(const Tensor& grad, const Tensor& log_probs, const T
                             Tensor& out) {
   const NllLayout l = nll_layout(out, target);
   const int64_t grad_stride = reduction == Reduction::None && grad.dim() == 1 ? grad.strides()[0] : 0;
-  TG_DISPATCH_FLOATING(grad.dtype(), "cross_entropy_backward", [&] {
+  TG_DISPATCH_FLOAT_DOUBLE(grad.dtype(), "cross_entropy_backward", [&] {
     const scalar_t scale = reduction == Reduction::Mean ? scalar_t(1) / static_cast<scalar_t>(l.rows) : scalar_t(1);
     cross_entropy_backward_kernel<<<blocks_for(l.rows * l.classes, 256), 256, 0, current_stream()>>>(
         grad.data_ptr<scalar_t>(), grad_stride, scale, log_probs.data_ptr<scalar_t>(), l, out.data_ptr<scalar_t>());
@@ -190,7 +190,7 @@ void cross_entropy_backward(const Tensor& grad, const Tensor& log_probs, const T
 void nll_loss_forward(const Tensor& input, const Tensor& target, Reduction reduction, Tensor& out) {
   const NllLayout l = nll_layout(input, target);
   cudaStream_t stream = current_stream();
-  TG_DISPATCH_FLOATING(input.dtype(), "nll_loss", [&] {
+  TG_DISPATCH_FLOAT_DOUBLE(input.dtype(), "nll_loss", [&] {
     const scalar_t* x = input.data_ptr<scalar_t>();
     scalar_t* dst = out.data_ptr<scalar_t>();
     if (reduction == Reduction::None) {
@@ -217,7 +217,7 @@ void nll_loss_forward(const Tensor& input, const Tensor& target, Reduction reduc
 void nll_loss_backward(const Tensor& grad, const Tensor& target, Reduction reduction, Tensor& out) {
   const NllLayout l = nll_layout(out, target);
   const int64_t grad_stride = reduction == Reduction::None && grad.dim() == 1 ? grad.strides()[0] : 0;
-  TG_DISPATCH_FLOATING(grad.dtype(), "nll_loss_backward", [&] {
+  TG_DISPATCH_FLOAT_DOUBLE(grad.dtype(), "nll_loss_backward", [&] {
     const scalar_t scale = reduction == Reduction::Mean ? scalar_t(1) / static_cast<scalar_t>(l.rows) : scalar_t(1);
     nll_backward_kernel<<<blocks_for(l.rows * l.classes, 256), 256, 0, current_stream()>>>(
         grad.data_ptr<scalar_t>(), grad_stride, scale, l, out.data_ptr<scalar_t>());

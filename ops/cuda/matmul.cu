@@ -16,7 +16,7 @@ __global__ void fill_bias_kernel(T* out, Index total, Index m, const T* bias, In
        idx += static_cast<Index>(blockDim.x) * gridDim.x) {
     const Index i = idx / m;
     const Index j = idx - i * m;
-    out[idx] = beta * bias[i * s0 + j * s1];
+    out[idx] = static_cast<float>(beta) * static_cast<float>(bias[i * s0 + j * s1]);
   }
 }
 
@@ -51,7 +51,9 @@ void fill_bias(int device, DType dtype, void* out, int64_t n, int64_t m, const B
   switch (dtype) {
     case DType::Float32: return launch_fill<float>(out, n, m, bias, beta);
     case DType::Float64: return launch_fill<double>(out, n, m, bias, beta);
-    default: TG_FAIL("[addmm] expected a floating dtype (float32 or float64), got ", dtype_name(dtype));
+    case DType::Float16: return launch_fill<Half>(out, n, m, bias, beta);
+    case DType::BFloat16: return launch_fill<BFloat16>(out, n, m, bias, beta);
+    default: TG_FAIL("[addmm] expected a floating dtype, got ", dtype_name(dtype));
   }
 }
 

@@ -155,7 +155,7 @@ void launch_sgd_groups(const TensorList& params, const TensorList& grads, const 
 void sgd_step(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
               const SgdStepOptions& options) {
   DeviceGuard device(params[0].device().index);
-  TG_DISPATCH_FLOATING(params[0].dtype(), "sgd_step_",
+  TG_DISPATCH_FLOAT_DOUBLE(params[0].dtype(), "sgd_step_",
                        [&] { launch_sgd_groups<scalar_t>(params, grads, momentum_buffers, options); });
 }
 
@@ -163,7 +163,7 @@ void adam_step(const TensorList& params, const TensorList& grads, const TensorLi
                const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options) {
   DeviceGuard device(params[0].device().index);
   const AdamHyper h{options.lr, options.beta1, options.beta2, options.eps, options.weight_decay, options.decoupled};
-  TG_DISPATCH_FLOATING(params[0].dtype(), "adam_step_",
+  TG_DISPATCH_FLOAT_DOUBLE(params[0].dtype(), "adam_step_",
                        [&] { launch_groups<scalar_t>(params, grads, exp_avgs, exp_avg_sqs, steps, h); });
 }
 

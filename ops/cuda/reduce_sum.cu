@@ -24,14 +24,15 @@ struct SquaredDeviationLoad {
 
 void sum_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean) {
   TG_DISPATCH_NUMERIC(out.dtype(), mean ? "mean" : "sum", [&] {
-    const detail::ValueStore<scalar_t> store{out.data_ptr<scalar_t>(), static_cast<scalar_t>(plan.n_red), mean};
-    detail::reduce(plan, scalar_t(0), detail::ValueLoad<scalar_t>{x.data_ptr<scalar_t>()}, SumCombine{}, store,
+    using acc_t = acc_type<scalar_t>;  // 16-bit floats sum in float
+    const detail::ValueStore<scalar_t> store{out.data_ptr<scalar_t>(), static_cast<acc_t>(plan.n_red), mean};
+    detail::reduce(plan, acc_t(0), detail::ValueLoad<scalar_t>{x.data_ptr<scalar_t>()}, SumCombine{}, store,
                    x.device());
   });
 }
 
 void var_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, int64_t correction) {
-  TG_DISPATCH_FLOATING(x.dtype(), "var", [&] {
+  TG_DISPATCH_FLOAT_DOUBLE(x.dtype(), "var", [&] {
     const scalar_t* src = x.data_ptr<scalar_t>();
     // Two passes (mean, then squared deviations) avoid the cancellation of E[x^2] - E[x]^2.
     detail::DeviceBuffer<scalar_t> means(plan.n_out, x.device());
