@@ -63,6 +63,7 @@ class Guards {
   std::vector<std::string> names_;
   std::vector<HostArgument> host_args_;
   bool grad_enabled_ = true;
+  std::string autocast_;  // autocast_state() at capture
   std::vector<CapturedGuard> captured_;
   std::vector<HostGuard> host_;
 };

@@ -1,7 +1,6 @@
 // batch_norm_training and batch_norm_backward: one op for the forward (batch statistics,
 // normalization, affine and the running-statistics blend) and one for its gradient.
 // Under create_graph the gradient is written with tg ops instead, so it is differentiable again.
-#include "ops/widen.h"
 #include "ops/batch_norm.h"
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include "ops/reduce.h"
 #include "ops/unary.h"
 #include "ops/view.h"
+#include "ops/widen.h"
 
 namespace tg {
 namespace {

@@ -1,9 +1,9 @@
-#include "ops/widen.h"
 #include "ops/bias_grad.h"
 
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/view.h"
+#include "ops/widen.h"
 
 #ifdef TG_WITH_CUDA
 #include "ops/cuda/bias_grad.h"

@@ -1,14 +1,15 @@
 // Convolution ops: conv2d forward and its two backward products, each an op with a shape rule, CPU
 // and CUDA kernels and a VJP written with the other two (all three are bilinear), plus conv1d and
 // the "same"/"valid" padding rules as compositions.
-#include "ops/widen.h"
 #include "ops/conv.h"
 
+#include "ops/autocast.h"
 #include "ops/conv_kernels.h"
 #include "ops/dispatch.h"
 #include "ops/pad.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
+#include "ops/widen.h"
 
 namespace tg {
 namespace {
@@ -268,13 +269,19 @@ std::string Conv2dParams::str() const {
          ", groups=" + std::to_string(groups);
 }
 
-Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, Shape stride, ConvPadding padding,
+Tensor conv1d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, Shape stride, ConvPadding padding,
               Shape dilation, int64_t groups) {
+  const Tensor input = autocast::to_low(input_in);
+  const Tensor weight = autocast::to_low(weight_in);
+  const Tensor bias = autocast::to_low(bias_in);
   return conv_nd("conv1d", 1, input, weight, bias, stride, padding, dilation, groups);
 }
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Shape stride, ConvPadding padding,
+Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, Shape stride, ConvPadding padding,
               Shape dilation, int64_t groups) {
+  const Tensor input = autocast::to_low(input_in);
+  const Tensor weight = autocast::to_low(weight_in);
+  const Tensor bias = autocast::to_low(bias_in);
   return conv_nd("conv2d", 2, input, weight, bias, stride, padding, dilation, groups);
 }
 

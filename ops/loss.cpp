@@ -1,19 +1,20 @@
 // Losses: mse_loss and l1_loss from elementwise ops, nll_loss as a fused op, cross_entropy with class
 // indices as one fused op (log-softmax and nll in one kernel, its backward in one more), with
 // probability targets composed.
-#include "ops/widen.h"
 #include "ops/loss.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "ops/autocast.h"
 #include "ops/binary.h"
 #include "ops/dispatch.h"
 #include "ops/factory.h"
 #include "ops/reduce.h"
 #include "ops/softmax.h"
 #include "ops/unary.h"
+#include "ops/widen.h"
 
 #ifdef TG_WITH_CUDA
 #include "ops/cuda/loss.h"
@@ -309,22 +310,29 @@ class CrossEntropyOp final : public Op {
 
 }  // namespace
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
+  const Tensor input = autocast::to_float(input_in);
+  const Tensor target = autocast::to_float(target_in);
   check_floating("mse_loss", input);
   const Tensor d = sub(input, target);
   return reduce_loss(mul(d, d), reduction);
 }
 
-Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor l1_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
+  const Tensor input = autocast::to_float(input_in);
+  const Tensor target = autocast::to_float(target_in);
   check_floating("l1_loss", input);
   return reduce_loss(abs(sub(input, target)), reduction);
 }
 
-Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor nll_loss(const Tensor& input_in, const Tensor& target, Reduction reduction) {
+  const Tensor input = autocast::to_float(input_in);
   return call_op<NllLossOp>({input, target}, reduction);
 }
 
-Tensor cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor cross_entropy(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
+  const Tensor input = autocast::to_float(input_in);
+  const Tensor target = autocast::to_float(target_in);
   TG_CHECK(input.dim() == 1 || input.dim() == 2, "[cross_entropy] expected input of shape [N, C] or [C], got ",
            shape_str(input.sizes()));
   const int64_t class_dim = input.dim() == 2 ? 1 : 0;

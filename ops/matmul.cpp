@@ -3,6 +3,7 @@
 // into one mm where it can.
 #include "ops/matmul.h"
 
+#include "ops/autocast.h"
 #include "ops/binary.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
@@ -330,20 +331,22 @@ class LinearOp final : public Op {
 
 }  // namespace
 
-Tensor mm(const Tensor& a, const Tensor& b) { return call_op<MmOp>({a, b}); }
+Tensor mm(const Tensor& a, const Tensor& b) { return call_op<MmOp>({autocast::to_low(a), autocast::to_low(b)}); }
 
-Tensor bmm(const Tensor& a, const Tensor& b) { return call_op<BmmOp>({a, b}); }
+Tensor bmm(const Tensor& a, const Tensor& b) { return call_op<BmmOp>({autocast::to_low(a), autocast::to_low(b)}); }
 
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
-  return call_op<AddmmOp>({bias, a, b}, beta, alpha);
+  return call_op<AddmmOp>({autocast::to_low(bias), autocast::to_low(a), autocast::to_low(b)}, beta, alpha);
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const Tensor x = autocast::to_low(x_in), weight = autocast::to_low(weight_in), bias = autocast::to_low(bias_in);
   if (bias.defined()) return call_op<LinearOp>({x, weight, bias}, true);
   return call_op<LinearOp>({x, weight}, false);
 }
 
-Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear_relu(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const Tensor x = autocast::to_low(x_in), weight = autocast::to_low(weight_in), bias = autocast::to_low(bias_in);
   if (bias.defined()) return call_op<LinearOp>({x, weight, bias}, true, true);
   return call_op<LinearOp>({x, weight}, false, true);
 }

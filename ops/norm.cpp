@@ -5,6 +5,7 @@
 #include "ops/norm.h"
 
 #include "autograd/grad_mode.h"
+#include "ops/autocast.h"
 #include "ops/batch_norm.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
@@ -97,8 +98,11 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   return affine(mul(centered, rsqrt(add(v, eps))), weight, bias, view_sizes);
 }
 
-Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+Tensor layer_norm(const Tensor& input_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
                   double eps) {
+  const Tensor input = autocast::to_float(input_in);
+  const Tensor weight = autocast::to_float(weight_in);
+  const Tensor bias = autocast::to_float(bias_in);
   const char* op = "layer_norm";
   TG_CHECK(input.defined(), "[layer_norm] got an undefined input");
   check_floating(op, input);
@@ -119,7 +123,10 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
   return y;
 }
 
-Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor group_norm(const Tensor& input_in, int64_t num_groups, const Tensor& weight_in, const Tensor& bias_in, double eps) {
+  const Tensor input = autocast::to_float(input_in);
+  const Tensor weight = autocast::to_float(weight_in);
+  const Tensor bias = autocast::to_float(bias_in);
   const char* op = "group_norm";
   TG_CHECK(input.defined(), "[group_norm] got an undefined input");
   TG_CHECK(input.dim() >= 2, "[group_norm] input of shape ", shape_str(input.sizes()),

@@ -1,10 +1,10 @@
-#include "ops/widen.h"
 #include "ops/optim_step.h"
 
 #include <cmath>
 #include <initializer_list>
 
 #include "ops/dispatch.h"
+#include "ops/widen.h"
 
 #ifdef TG_WITH_CUDA
 #include "ops/cuda/optim_step.h"

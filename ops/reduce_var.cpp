@@ -1,13 +1,13 @@
 // var: variance over dims with a correction (Bessel's by default).
 #include <algorithm>
 
-#include "ops/widen.h"
 #include "ops/binary.h"
 #include "ops/cpu/reduce.h"
 #include "ops/dispatch.h"
 #include "ops/reduce.h"
 #include "ops/reduce_functors.h"
 #include "ops/reduce_op.h"
+#include "ops/widen.h"
 
 #ifdef TG_WITH_CUDA
 #include "ops/cuda/reduce.h"

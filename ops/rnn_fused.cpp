@@ -8,10 +8,10 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
-#include "ops/widen.h"
 #include "ops/dispatch.h"
 #include "ops/factory.h"
 #include "ops/rnn_kernels.h"
+#include "ops/widen.h"
 #include "tensor/shape.h"
 #include "tensor/tensor_impl.h"
 

@@ -1,15 +1,16 @@
 // softmax and log_softmax along one dim, with fused backward kernels that are themselves differentiable.
-#include "ops/widen.h"
 #include "ops/softmax.h"
 
 #include <cmath>
 
+#include "ops/autocast.h"
 #include "ops/binary.h"
 #include "ops/dispatch.h"
 #include "ops/reduce.h"
 #include "ops/reduce_functors.h"
 #include "ops/softmax_rows.h"
 #include "ops/unary.h"
+#include "ops/widen.h"
 
 #ifdef TG_WITH_CUDA
 #include "ops/cuda/softmax.h"
@@ -176,8 +177,8 @@ class LogSoftmaxOp final : public RowOp {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) { return call_op<SoftmaxOp>({x}, dim); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return call_op<LogSoftmaxOp>({x}, dim); }
+Tensor softmax(const Tensor& x, int64_t dim) { return call_op<SoftmaxOp>({autocast::to_float(x)}, dim); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return call_op<LogSoftmaxOp>({autocast::to_float(x)}, dim); }
 
 Tensor Tensor::softmax(int64_t dim) const { return tg::softmax(*this, dim); }
 Tensor Tensor::log_softmax(int64_t dim) const { return tg::log_softmax(*this, dim); }

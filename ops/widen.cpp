@@ -1,7 +1,7 @@
-#include "ops/widen.h"
 
 #include "ops/copy.h"
 #include "ops/factory.h"
+#include "ops/widen.h"
 
 namespace tg {
 namespace {
