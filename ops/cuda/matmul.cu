@@ -11,12 +11,12 @@ constexpr unsigned kMaxBlocks = 65535;
 
 // out[i, j] = beta * bias[i*s0 + j*s1] over a contiguous [n, m] output (grid-stride loop).
 template <typename T, typename Index>
-__global__ void fill_bias_kernel(T* out, Index total, Index m, const T* bias, Index s0, Index s1, T beta) {
+__global__ void fill_bias_kernel(T* out, Index total, Index m, const T* bias, Index s0, Index s1, acc_type<T> beta) {
   for (Index idx = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
        idx += static_cast<Index>(blockDim.x) * gridDim.x) {
     const Index i = idx / m;
     const Index j = idx - i * m;
-    out[idx] = static_cast<float>(beta) * static_cast<float>(bias[i * s0 + j * s1]);
+    out[idx] = static_cast<T>(beta * static_cast<acc_type<T>>(bias[i * s0 + j * s1]));
   }
 }
 
@@ -31,10 +31,10 @@ void launch_fill(void* out, int64_t n, int64_t m, const BiasRef& bias, double be
   if (total < (int64_t{1} << 31) && span < (int64_t{1} << 31)) {
     fill_bias_kernel<T, int32_t><<<blocks, kThreads, 0, current_stream()>>>(
         o, static_cast<int32_t>(total), static_cast<int32_t>(m), b, static_cast<int32_t>(bias.s0),
-        static_cast<int32_t>(bias.s1), static_cast<T>(beta));
+        static_cast<int32_t>(bias.s1), static_cast<acc_type<T>>(beta));
   } else {
     fill_bias_kernel<T, int64_t><<<blocks, kThreads, 0, current_stream()>>>(o, total, m, b, bias.s0, bias.s1,
-                                                                           static_cast<T>(beta));
+                                                                           static_cast<acc_type<T>>(beta));
   }
   TG_CUDA_CHECK_LAUNCH();
 }

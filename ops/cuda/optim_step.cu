@@ -36,7 +36,8 @@ struct AdamHyper {
 };
 
 template <typename T>
-__global__ void adam_kernel(AdamGroup<T> group, AdamHyper h) {
+__global__ void adam_kernel(AdamGroup<T> group, AdamHyper h, const float* skip) {
+  if (skip != nullptr && *skip != 0.f) return;
   const int i = static_cast<int>(blockIdx.y);
   const int64_t n = group.numel[i];
   const double t = static_cast<double>(*group.steps[i]) + 1.0;
@@ -63,14 +64,15 @@ __global__ void adam_kernel(AdamGroup<T> group, AdamHyper h) {
 }
 
 template <typename T>
-__global__ void advance_steps_kernel(AdamGroup<T> group) {
+__global__ void advance_steps_kernel(AdamGroup<T> group, const float* skip) {
+  if (skip != nullptr && *skip != 0.f) return;
   const int i = static_cast<int>(threadIdx.x);
   if (i < group.count) *group.steps[i] += T(1);
 }
 
 template <typename T>
 void launch_groups(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
-                   const TensorList& exp_avg_sqs, const TensorList& steps, const AdamHyper& h) {
+                   const TensorList& exp_avg_sqs, const TensorList& steps, const AdamHyper& h, const float* skip) {
   cudaStream_t stream = current_stream();
   for (size_t first = 0; first < params.size(); first += kTensorsPerLaunch) {
     AdamGroup<T> group{};
@@ -88,10 +90,10 @@ void launch_groups(const TensorList& params, const TensorList& grads, const Tens
     if (max_numel > 0) {
       const dim3 grid(static_cast<unsigned>(std::min<int64_t>(blocks_for(max_numel, kThreads), kMaxBlocksPerTensor)),
                       static_cast<unsigned>(group.count));
-      adam_kernel<T><<<grid, kThreads, 0, stream>>>(group, h);
+      adam_kernel<T><<<grid, kThreads, 0, stream>>>(group, h, skip);
       TG_CUDA_CHECK_LAUNCH();
     }
-    advance_steps_kernel<T><<<1, kTensorsPerLaunch, 0, stream>>>(group);
+    advance_steps_kernel<T><<<1, kTensorsPerLaunch, 0, stream>>>(group, skip);
     TG_CUDA_CHECK_LAUNCH();
   }
 }
@@ -107,7 +109,8 @@ struct SgdGroup {
 };
 
 template <typename T>
-__global__ void sgd_kernel(SgdGroup<T> group, SgdStepOptions o) {
+__global__ void sgd_kernel(SgdGroup<T> group, SgdStepOptions o, const float* skip) {
+  if (skip != nullptr && *skip != 0.f) return;
   const int i = static_cast<int>(blockIdx.y);
   const int64_t n = group.numel[i];
   const T lr = static_cast<T>(o.lr), momentum = static_cast<T>(o.momentum), wd = static_cast<T>(o.weight_decay);
@@ -129,7 +132,7 @@ __global__ void sgd_kernel(SgdGroup<T> group, SgdStepOptions o) {
 
 template <typename T>
 void launch_sgd_groups(const TensorList& params, const TensorList& grads, const TensorList& buffers,
-                       const SgdStepOptions& o) {
+                       const SgdStepOptions& o, const float* skip) {
   cudaStream_t stream = current_stream();
   for (size_t first = 0; first < params.size(); first += kTensorsPerLaunch) {
     SgdGroup<T> group{};
@@ -145,7 +148,7 @@ void launch_sgd_groups(const TensorList& params, const TensorList& grads, const 
     if (max_numel == 0) continue;
     const dim3 grid(static_cast<unsigned>(std::min<int64_t>(blocks_for(max_numel, kThreads), kMaxBlocksPerTensor)),
                     static_cast<unsigned>(group.count));
-    sgd_kernel<T><<<grid, kThreads, 0, stream>>>(group, o);
+    sgd_kernel<T><<<grid, kThreads, 0, stream>>>(group, o, skip);
     TG_CUDA_CHECK_LAUNCH();
   }
 }
@@ -153,18 +156,21 @@ void launch_sgd_groups(const TensorList& params, const TensorList& grads, const 
 }  // namespace
 
 void sgd_step(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
-              const SgdStepOptions& options) {
+              const SgdStepOptions& options, const Tensor& skip_if) {
   DeviceGuard device(params[0].device().index);
+  const float* skip = skip_if.defined() ? skip_if.data_ptr<float>() : nullptr;
   TG_DISPATCH_FLOAT_DOUBLE(params[0].dtype(), "sgd_step_",
-                       [&] { launch_sgd_groups<scalar_t>(params, grads, momentum_buffers, options); });
+                       [&] { launch_sgd_groups<scalar_t>(params, grads, momentum_buffers, options, skip); });
 }
 
 void adam_step(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
-               const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options) {
+               const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options,
+               const Tensor& skip_if) {
   DeviceGuard device(params[0].device().index);
+  const float* skip = skip_if.defined() ? skip_if.data_ptr<float>() : nullptr;
   const AdamHyper h{options.lr, options.beta1, options.beta2, options.eps, options.weight_decay, options.decoupled};
   TG_DISPATCH_FLOAT_DOUBLE(params[0].dtype(), "adam_step_",
-                       [&] { launch_groups<scalar_t>(params, grads, exp_avgs, exp_avg_sqs, steps, h); });
+                       [&] { launch_groups<scalar_t>(params, grads, exp_avgs, exp_avg_sqs, steps, h, skip); });
 }
 
 }  // namespace tg::cuda
