@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/device_guard.h"
@@ -108,26 +109,56 @@ struct SgdGroup {
   int count;
 };
 
+// PyTorch's SGD rule for one element (b: its momentum buffer, null without momentum).
+template <typename T>
+struct SgdRule {
+  T lr, momentum, wd, keep;
+  bool nesterov;
+  __device__ __forceinline__ void operator()(T& p, T g, T* b) const {
+    T d = g + wd * p;
+    if (b != nullptr) {
+      *b = momentum * *b + keep * d;
+      d = nesterov ? d + momentum * *b : *b;
+    }
+    p -= lr * d;
+  }
+};
+
+// 16 bytes of T, loaded and stored as one access.
+template <typename T>
+struct alignas(16) Pack16 {
+  static constexpr int kSize = 16 / static_cast<int>(sizeof(T));
+  T v[kSize];
+};
+
 template <typename T>
 __global__ void sgd_kernel(SgdGroup<T> group, SgdStepOptions o, const float* skip) {
   if (skip != nullptr && *skip != 0.f) return;
   const int i = static_cast<int>(blockIdx.y);
   const int64_t n = group.numel[i];
-  const T lr = static_cast<T>(o.lr), momentum = static_cast<T>(o.momentum), wd = static_cast<T>(o.weight_decay);
-  const T keep = static_cast<T>(1.0 - o.dampening);
+  const SgdRule<T> rule{static_cast<T>(o.lr), static_cast<T>(o.momentum), static_cast<T>(o.weight_decay),
+                        static_cast<T>(1.0 - o.dampening), o.nesterov};
   T* p = group.params[i];
   const T* g = group.grads[i];
   T* buf = group.buffers[i];
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < n; j += stride) {
-    T d = g[j] + wd * p[j];
-    if (buf != nullptr) {
-      const T b = momentum * buf[j] + keep * d;
-      buf[j] = b;
-      d = o.nesterov ? d + momentum * b : b;
-    }
-    p[j] -= lr * d;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  // 16-byte accesses over the aligned bulk (a memory-bound update: fewer, wider loads), then the rest.
+  using P = Pack16<T>;
+  const auto address = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr); };
+  const bool aligned = (address(p) | address(g) | address(buf)) % 16 == 0;
+  const int64_t packs = aligned ? n / P::kSize : 0;
+  for (int64_t v = first; v < packs; v += stride) {
+    P pv = reinterpret_cast<const P*>(p)[v];
+    const P gv = reinterpret_cast<const P*>(g)[v];
+    P bv;
+    if (buf != nullptr) bv = reinterpret_cast<const P*>(buf)[v];
+#pragma unroll
+    for (int k = 0; k < P::kSize; ++k) rule(pv.v[k], gv.v[k], buf != nullptr ? &bv.v[k] : nullptr);
+    reinterpret_cast<P*>(p)[v] = pv;
+    if (buf != nullptr) reinterpret_cast<P*>(buf)[v] = bv;
   }
+  for (int64_t j = packs * P::kSize + first; j < n; j += stride) rule(p[j], g[j], buf != nullptr ? buf + j : nullptr);
 }
 
 template <typename T>
