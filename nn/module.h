@@ -81,6 +81,9 @@ class Module {
   // Moves every parameter, buffer and gradient to `device` in place: tensor handles keep their
   // identity (and optimizer references stay valid), only the storage behind them changes.
   void to(Device device);
+  // Converts every floating parameter, gradient and buffer to `dtype` in place, as PyTorch's
+  // module.to(dtype) (integer buffers such as num_batches_tracked stay); handles keep their identity.
+  void to(DType dtype);
   // Clears gradients: drops them (set_to_none) or fills them with zeros.
   void zero_grad(bool set_to_none = true);
 

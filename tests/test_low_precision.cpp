@@ -141,6 +141,23 @@ TEST(LowPrecisionOps, GradientsFlowBackThroughCastsInEachLeafsDtype) {
   expect_close(w.grad(), expected, 1e-2, 1e-2);
 }
 
+TEST(LowPrecisionOps, ModuleToDtypeConvertsFloatingTensorsInPlace) {
+  nn::Sequential model{std::make_shared<nn::Linear>(6, 4), std::make_shared<nn::BatchNorm1d>(4)};
+  const Tensor weight = model.parameters()[0];
+  const Tensor w32 = weight.detach().clone();
+  model.to(kBFloat16);
+  EXPECT_TRUE(model.parameters()[0].is_same(weight));  // the same handle, now bfloat16
+  EXPECT_EQ(weight.dtype(), kBFloat16);
+  expect_close(weight.detach().to(kFloat32), w32, 1e-2, 1e-2);
+  for (const auto& [name, b] : model.named_buffers())
+    EXPECT_EQ(b.dtype(), name.find("num_batches_tracked") != std::string::npos ? kInt64 : kBFloat16) << name;
+  const Tensor y = model(random_tensor({5, 6}, kFloat32).to(kBFloat16));
+  EXPECT_EQ(y.dtype(), kBFloat16);
+  sum(y.to(kFloat32)).backward();
+  EXPECT_EQ(weight.grad().dtype(), kBFloat16);
+  EXPECT_THROW_MSG(model.to(kInt64), "expected a floating dtype, got int64");
+}
+
 TEST(LowPrecisionOps, CudaMatchesCpu) {
   TG_REQUIRE_CUDA();
   for (DType d : {kBFloat16, kFloat16}) {
