@@ -128,27 +128,24 @@ void Module::train(bool on) {
   for (auto& [_, child] : children_) child->train(on);
 }
 
-void Module::to(Device device) {
+void Module::rewrite_tensors(const std::function<void(Tensor&)>& rewrite) {
   for (auto& [_, m] : named_modules()) {
     for (auto& [n, p] : m->params_) {
-      move_in_place(p, device);
+      rewrite(p);
       Tensor g = p.grad();
-      move_in_place(g, device);
+      rewrite(g);
     }
-    for (auto& [n, b] : m->buffers_) move_in_place(b, device);
+    for (auto& [n, b] : m->buffers_) rewrite(b);
   }
+}
+
+void Module::to(Device device) {
+  rewrite_tensors([device](Tensor& t) { move_in_place(t, device); });
 }
 
 void Module::to(DType dtype) {
   TG_CHECK(is_floating(dtype), "[Module] ", type_name(), ".to: expected a floating dtype, got ", dtype_name(dtype));
-  for (auto& [_, m] : named_modules()) {
-    for (auto& [n, p] : m->params_) {
-      convert_in_place(p, dtype);
-      Tensor g = p.grad();
-      convert_in_place(g, dtype);
-    }
-    for (auto& [n, b] : m->buffers_) convert_in_place(b, dtype);
-  }
+  rewrite_tensors([dtype](Tensor& t) { convert_in_place(t, dtype); });
 }
 
 void Module::zero_grad(bool set_to_none) { tg::zero_grad(parameters(), set_to_none); }

@@ -1,6 +1,7 @@
 // Module: the base of trainable building blocks; it owns named parameters, buffers and submodules.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -91,6 +92,9 @@ class Module {
   void add_child(const std::string& name, std::shared_ptr<Module> module);
 
  private:
+  // Calls `rewrite` on every parameter, gradient and buffer of this module and its descendants.
+  void rewrite_tensors(const std::function<void(Tensor&)>& rewrite);
+
   void collect(const std::string& prefix, bool recurse, bool buffers, std::vector<NamedTensor>& out) const;
   void collect_modules(const std::string& prefix, std::vector<std::pair<std::string, Module*>>& out);
   void print(std::string& out, int indent) const;
