@@ -15,6 +15,12 @@
 
 namespace tg {
 
+// This thread's autocast dtype per device type (nullopt: off): the state compiled code is traced under.
+struct AutocastDtypes {
+  std::optional<DType> cpu, cuda;
+  bool operator==(const AutocastDtypes&) const = default;
+};
+
 // Turns autocast on (or, with enabled = false, off) for `device`'s type on this thread until the
 // guard ends; `dtype` is float16 or bfloat16. Guards nest.
 class AutocastGuard {
@@ -38,13 +44,15 @@ class AutocastOffGuard {
   AutocastOffGuard& operator=(const AutocastOffGuard&) = delete;
 
  private:
-  std::optional<DType> cpu_, cuda_;
+  AutocastDtypes saved_;
 };
 
 // The dtype autocast casts to on devices of `type` now, or nullopt when it is off there.
 std::optional<DType> autocast_dtype(DeviceType type);
-// "off", or each device type's autocast dtype ("cuda:bfloat16"): the state compiled code is traced under.
-std::string autocast_state();
+// This thread's autocast dtypes for every device type.
+AutocastDtypes autocast_dtypes();
+// "off", or each device type's autocast dtype ("cuda:bfloat16").
+std::string autocast_state(const AutocastDtypes& state = autocast_dtypes());
 
 namespace autocast {
 // For ops of the low-precision list: a float32 or 16-bit t cast to its device's autocast dtype; t
