@@ -8,6 +8,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/op_node.h"
+#include "ops/autocast.h"
 #include "ops/dispatch.h"
 #include "ops/factory.h"
 
@@ -69,6 +70,7 @@ class GraphTask {
   TensorList& captured() { return captured_; }
 
   void run(const std::vector<Edge>& roots, TensorList root_grads, bool only_captures) {
+    AutocastOffGuard autocast_off;  // backward ops run in the dtypes their forward chose
     count_dependencies(roots);
     if (only_captures) mark_needed(roots);
     std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;

@@ -35,13 +35,14 @@ struct StepTrainer {
     compiled_step = std::make_unique<tg::optim::CompiledStep>(*sgd);
   }
 
-  // One step: loss, zero_grad, backward, update.
-  void step() {
+  // One step: loss, zero_grad, backward, update; returns the loss.
+  tg::Tensor step() {
     tg::Tensor l = loss(x, y);
     sgd->zero_grad();
     l.backward();
     if (compiled_step) compiled_step->step();
     else sgd->step();
+    return l;
   }
 };
 

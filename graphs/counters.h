@@ -25,6 +25,7 @@ struct CompileCounters {
   int graphs_captured = 0;                   // CUDA graphs recorded (first recordings and re-records)
   int rerecords = 0;                         // recordings beyond the first of a segment
   int replays = 0;                           // CUDA graph launches
+  int64_t replayed_kernels = 0;              // kernel launches made by those replays
   int warmups = 0;                           // segment runs done eagerly before recording
   int captured_segments = 0;                 // segments planned for capture
   int eager_segments = 0;                    // segments planned to run eagerly (islands)

@@ -24,8 +24,13 @@ namespace {
 class CudaRecordedGraph final : public RecordedGraph {
  public:
   CudaRecordedGraph(cudaGraphExec_t exec, std::vector<MemoryRange> written, Tensor replay_shift,
-                    const CaptureRandomness& drawn)
-      : RecordedGraph(std::move(written)), exec_(exec), replay_shift_(std::move(replay_shift)), drawn_(drawn) {}
+                    const CaptureRandomness& drawn, int64_t kernels)
+      : RecordedGraph(std::move(written)),
+        exec_(exec),
+        replay_shift_(std::move(replay_shift)),
+        drawn_(drawn),
+        kernels_(kernels) {}
+  int64_t kernels() const override { return kernels_; }
   ~CudaRecordedGraph() override { cudaGraphExecDestroy(exec_); }
   void replay() override {
     if (drawn_.any()) {
@@ -42,7 +47,23 @@ class CudaRecordedGraph final : public RecordedGraph {
   cudaGraphExec_t exec_;
   Tensor replay_shift_;
   CaptureRandomness drawn_;
+  int64_t kernels_;
 };
+
+// Kernel nodes of a captured graph.
+int64_t kernel_nodes(cudaGraph_t graph) {
+  size_t n = 0;
+  TG_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));
+  std::vector<cudaGraphNode_t> nodes(n);
+  if (n > 0) TG_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &n));
+  int64_t kernels = 0;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type;
+    TG_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+    kernels += type == cudaGraphNodeTypeKernel;
+  }
+  return kernels;
+}
 
 // Installs a randomness context for its lifetime.
 class RandomnessScope {
@@ -133,8 +154,10 @@ class CudaRecorder final : public GraphRecorder {
     }
     cudaGraphExec_t exec = nullptr;
     TG_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    const int64_t kernels = kernel_nodes(graph);
     TG_CUDA_CHECK(cudaGraphDestroy(graph));
-    return {std::make_unique<CudaRecordedGraph>(exec, merge_ranges(std::move(written)), std::move(replay_shift), drawn),
+    return {std::make_unique<CudaRecordedGraph>(exec, merge_ranges(std::move(written)), std::move(replay_shift), drawn,
+                                                kernels),
             std::move(outputs)};
   }
 

@@ -99,11 +99,6 @@ CudaGraphExecutor::CudaGraphExecutor(Graph graph, std::vector<bool> static_input
 
 CudaGraphExecutor::~CudaGraphExecutor() = default;
 
-void CudaGraphExecutor::count(int CompileCounters::*field, int n) {
-  if (counters_) counters_->*field += n;
-  global_counters().*field += n;
-}
-
 void CudaGraphExecutor::count_skip(const std::string& reason, int n) {
   if (counters_) counters_->cudagraph_skips[reason] += n;
   global_counters().cudagraph_skips[reason] += n;
@@ -366,6 +361,7 @@ void CudaGraphExecutor::replay(Instance& inst, const std::vector<std::shared_ptr
                                std::vector<Tensor>& env) {
   inst.graph->replay();
   count(&CompileCounters::replays);
+  count(&CompileCounters::replayed_kernels, inst.graph->kernels());
   const uint64_t step = current_step();
   std::vector<Storage> storages(inst.buffers.size());
   for (size_t k = 0; k < inst.buffers.size(); ++k) {

@@ -66,7 +66,11 @@ class CudaGraphExecutor final : public Executor {
   void replay(Instance& inst, const std::vector<std::shared_ptr<void>>& memory, const Segment& seg,
               std::vector<Tensor>& env);
   bool is_static(ValueId v) const;
-  void count(int CompileCounters::*field, int n = 1);
+  template <typename Field>
+  void count(Field CompileCounters::*field, Field n = 1) {
+    if (counters_) counters_->*field += n;
+    global_counters().*field += n;
+  }
   void count_skip(const std::string& reason, int n = 1);
 
   Graph graph_;

@@ -10,6 +10,8 @@ const char* short_dtype(DType d) {
     case DType::Bool: return "b8";
     case DType::Int32: return "i32";
     case DType::Int64: return "i64";
+    case DType::Float16: return "f16";
+    case DType::BFloat16: return "bf16";
     case DType::Float32: return "f32";
     case DType::Float64: return "f64";
   }

@@ -19,6 +19,8 @@ class RecordedGraph {
   virtual ~RecordedGraph() = default;
   // Runs the recorded work again, writing into the same buffers as when it was recorded.
   virtual void replay() = 0;
+  // Kernel launches one replay makes (0 where the recorder does not record device kernels).
+  virtual int64_t kernels() const { return 0; }
   // The shared pool's memory a replay writes (every allocation made while recording), sorted and
   // disjoint; empty when the recorder has no shared pool.
   const std::vector<MemoryRange>& written() const { return written_; }

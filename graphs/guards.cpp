@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
+#include "ops/autocast.h"
 
 namespace tg::graphs {
 namespace {
@@ -60,6 +61,7 @@ Guards Guards::capture(const TensorList& args, std::vector<std::string> names, s
   g.names_ = std::move(names);
   g.host_args_ = std::move(host);
   g.grad_enabled_ = is_grad_enabled();
+  g.autocast_ = autocast_dtypes();
   for (size_t i = 0; i < args.size(); ++i)
     g.args_.push_back(ArgumentGuard{meta_of(args[i]), args[i].requires_grad(), alias_index(args, i)});
   return g;
@@ -107,6 +109,8 @@ std::optional<std::string> Guards::check(const TensorList& args, const std::vect
     return "expected " + std::to_string(args_.size()) + " inputs, got " + std::to_string(args.size());
   if (is_grad_enabled() != grad_enabled_)
     return "grad mode mismatch: expected " + bool_str(grad_enabled_) + ", got " + bool_str(is_grad_enabled());
+  if (autocast_dtypes() != autocast_)  // compared as dtypes: no string on the hot path
+    return "autocast mismatch: expected " + autocast_state(autocast_) + ", got " + autocast_state();
   for (size_t i = 0; i < args.size(); ++i) {
     if (auto r = compare(args_[i], args[i])) return name(i) + *r;
     const int32_t alias = alias_index(args, i);

@@ -7,6 +7,7 @@
 #include <variant>
 #include <vector>
 
+#include "ops/autocast.h"
 #include "ops/guarded_value.h"
 #include "tensor/tensor.h"
 #include "tensor/tensor_meta.h"
@@ -63,6 +64,7 @@ class Guards {
   std::vector<std::string> names_;
   std::vector<HostArgument> host_args_;
   bool grad_enabled_ = true;
+  AutocastDtypes autocast_;  // autocast_dtypes() at capture
   std::vector<CapturedGuard> captured_;
   std::vector<HostGuard> host_;
 };

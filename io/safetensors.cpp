@@ -21,6 +21,8 @@ const char* st_dtype(DType d) {
     case DType::Bool: return "BOOL";
     case DType::Int32: return "I32";
     case DType::Int64: return "I64";
+    case DType::Float16: return "F16";
+    case DType::BFloat16: return "BF16";
     case DType::Float32: return "F32";
     case DType::Float64: return "F64";
   }
@@ -28,7 +30,7 @@ const char* st_dtype(DType d) {
 }
 
 bool parse_dtype(const std::string& s, DType& out) {
-  for (DType d : {DType::Bool, DType::Int32, DType::Int64, DType::Float32, DType::Float64}) {
+  for (DType d : {DType::Bool, DType::Int32, DType::Int64, DType::Float16, DType::BFloat16, DType::Float32, DType::Float64}) {
     if (s == st_dtype(d)) {
       out = d;
       return true;

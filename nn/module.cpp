@@ -14,6 +14,19 @@ void move_in_place(Tensor& t, Device device) {
   impl->set_geometry(moved.impl()->storage(), moved.sizes(), moved.strides(), moved.storage_offset());
 }
 
+namespace {
+
+// Converts a floating tensor to `dtype` in place (the handle keeps its identity); others stay.
+void convert_in_place(Tensor& t, DType dtype) {
+  if (!t.defined() || !t.is_floating_point() || t.dtype() == dtype) return;
+  NoGradGuard no_grad;
+  Tensor converted = t.detach().to(dtype);
+  t.impl()->set_typed_geometry(dtype, converted.impl()->storage(), converted.sizes(), converted.strides(),
+                               converted.storage_offset());
+}
+
+}  // namespace
+
 void Module::check_new_name(const std::string& name) const {
   TG_CHECK(!name.empty(), "[Module] ", type_name(), ": a parameter, buffer or module name cannot be empty");
   TG_CHECK(name.find('.') == std::string::npos, "[Module] ", type_name(), ": name \"", name,
@@ -115,15 +128,24 @@ void Module::train(bool on) {
   for (auto& [_, child] : children_) child->train(on);
 }
 
-void Module::to(Device device) {
+void Module::rewrite_tensors(const std::function<void(Tensor&)>& rewrite) {
   for (auto& [_, m] : named_modules()) {
     for (auto& [n, p] : m->params_) {
-      move_in_place(p, device);
+      rewrite(p);
       Tensor g = p.grad();
-      move_in_place(g, device);
+      rewrite(g);
     }
-    for (auto& [n, b] : m->buffers_) move_in_place(b, device);
+    for (auto& [n, b] : m->buffers_) rewrite(b);
   }
+}
+
+void Module::to(Device device) {
+  rewrite_tensors([device](Tensor& t) { move_in_place(t, device); });
+}
+
+void Module::to(DType dtype) {
+  TG_CHECK(is_floating(dtype), "[Module] ", type_name(), ".to: expected a floating dtype, got ", dtype_name(dtype));
+  rewrite_tensors([dtype](Tensor& t) { convert_in_place(t, dtype); });
 }
 
 void Module::zero_grad(bool set_to_none) { tg::zero_grad(parameters(), set_to_none); }

@@ -1,6 +1,7 @@
 // Module: the base of trainable building blocks; it owns named parameters, buffers and submodules.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -81,6 +82,9 @@ class Module {
   // Moves every parameter, buffer and gradient to `device` in place: tensor handles keep their
   // identity (and optimizer references stay valid), only the storage behind them changes.
   void to(Device device);
+  // Converts every floating parameter, gradient and buffer to `dtype` in place, as PyTorch's
+  // module.to(dtype) (integer buffers such as num_batches_tracked stay); handles keep their identity.
+  void to(DType dtype);
   // Clears gradients: drops them (set_to_none) or fills them with zeros.
   void zero_grad(bool set_to_none = true);
 
@@ -88,6 +92,9 @@ class Module {
   void add_child(const std::string& name, std::shared_ptr<Module> module);
 
  private:
+  // Calls `rewrite` on every parameter, gradient and buffer of this module and its descendants.
+  void rewrite_tensors(const std::function<void(Tensor&)>& rewrite);
+
   void collect(const std::string& prefix, bool recurse, bool buffers, std::vector<NamedTensor>& out) const;
   void collect_modules(const std::string& prefix, std::vector<std::pair<std::string, Module*>>& out);
   void print(std::string& out, int indent) const;

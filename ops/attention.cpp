@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/autocast.h"
 #include "ops/binary.h"
 #include "ops/compare.h"
 #include "ops/dropout.h"
@@ -17,8 +18,11 @@
 
 namespace tg {
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& attn_mask,
                                     double dropout_p, bool is_causal, std::optional<double> scale) {
+  const Tensor q = autocast::to_low(q_in);
+  const Tensor k = autocast::to_low(k_in);
+  const Tensor v = autocast::to_low(v_in);
   const char* op = "scaled_dot_product_attention";
   TG_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, "[", op,
            "] expected query, key and value of at least 2 dims, got ", shape_str(q.sizes()), ", ",

@@ -12,6 +12,7 @@
 #include "ops/reduce.h"
 #include "ops/unary.h"
 #include "ops/view.h"
+#include "ops/widen.h"
 
 namespace tg {
 namespace {
@@ -41,8 +42,7 @@ void check_channel_operand(const char* op, const char* what, const Tensor& t, co
 void check_input(const char* op, const Tensor& x) {
   TG_CHECK(x.dim() >= 2, "[", op, "] input of shape ", shape_str(x.sizes()),
            " has the wrong rank: expected [N, C, *] with at least 2 dims");
-  TG_CHECK(x.dtype() == kFloat32 || x.dtype() == kFloat64, "[", op, "] expected a float32 or float64 input, got ",
-           dtype_name(x.dtype()));
+  TG_CHECK(is_floating(x.dtype()), "[", op, "] expected a floating input, got ", dtype_name(x.dtype()));
   const int64_t C = x.sizes()[1];
   TG_CHECK(x.numel() / (C == 0 ? 1 : C) > 1, "[", op,
            "] expected more than 1 value per channel when training, got input of shape ", shape_str(x.sizes()));
@@ -71,6 +71,7 @@ class BatchNormOp final : public Op {
     return out;
   }
   void eval(const TensorList& in, TensorList& out) const override {
+    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
     if (out[0].numel() == 0) return;
     const BatchNormKernelArgs a = kernel_args(in[0].sizes(), momentum_, eps_);
     const Tensor rm = running_ ? in[3] : Tensor(), rv = running_ ? in[4] : Tensor();
@@ -117,6 +118,7 @@ class BatchNormBackwardOp final : public Op {
             contiguous_meta(ch, x.dtype(), device)};
   }
   void eval(const TensorList& in, TensorList& out) const override {
+    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
     if (out[0].numel() == 0) return;
     const BatchNormKernelArgs a = kernel_args(in[1].sizes(), 0.0, eps_);
 #ifdef TG_WITH_CUDA

@@ -3,6 +3,7 @@
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/view.h"
+#include "ops/widen.h"
 
 #ifdef TG_WITH_CUDA
 #include "ops/cuda/bias_grad.h"
@@ -36,6 +37,7 @@ class ReluBackwardBiasGradOp final : public Op {
       return;
     }
 #endif
+    if (eval_widened(*this, in, out)) return;  // the CPU kernel sums 16-bit floats in float32
     const int64_t cols = out[1].numel();
     const int64_t rows = cols == 0 ? 0 : g.numel() / cols;
     TG_DISPATCH_FLOATING(g.dtype(), "relu_backward_bias_grad", [&] {

@@ -182,7 +182,7 @@ class BinaryOp final : public Op {
                "not be a floating point number.");
     }
     if (is_fused_gradient(kind_)) {
-      TG_CHECK(is_floating(r), "[", op, "] expected floating point tensors (float32 or float64), got ",
+      TG_CHECK(is_floating(r), "[", op, "] expected floating point tensors, got ",
                dtype_name(r));
     }
   }

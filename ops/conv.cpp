@@ -3,11 +3,13 @@
 // the "same"/"valid" padding rules as compositions.
 #include "ops/conv.h"
 
+#include "ops/autocast.h"
 #include "ops/conv_kernels.h"
 #include "ops/dispatch.h"
 #include "ops/pad.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
+#include "ops/widen.h"
 
 namespace tg {
 namespace {
@@ -88,6 +90,7 @@ class Conv2dOp final : public Op {
 #ifdef TG_WITH_CUDA
     if (on_cuda(out[0])) return cuda::conv2d_forward(in[0], in[1], bias, out[0], p_);
 #endif
+    if (eval_widened(*this, in, out)) return;  // the CPU convolutions compute 16-bit floats in float32
     cpu_conv2d_forward(in[0], in[1], bias, out[0], p_);
   }
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override;
@@ -118,6 +121,7 @@ class Conv2dBackwardInputOp final : public Op {
 #ifdef TG_WITH_CUDA
     if (on_cuda(out[0])) return cuda::conv2d_backward_input(in[0], in[1], out[0], p_);
 #endif
+    if (eval_widened(*this, in, out)) return;  // the CPU convolutions compute 16-bit floats in float32
     cpu_conv2d_backward_input(in[0], in[1], out[0], p_);
   }
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override;
@@ -148,6 +152,7 @@ class Conv2dBackwardWeightOp final : public Op {
 #ifdef TG_WITH_CUDA
     if (on_cuda(out[0])) return cuda::conv2d_backward_weight(in[0], in[1], out[0], p_);
 #endif
+    if (eval_widened(*this, in, out)) return;  // the CPU convolutions compute 16-bit floats in float32
     cpu_conv2d_backward_weight(in[0], in[1], out[0], p_);
   }
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override;
@@ -264,13 +269,19 @@ std::string Conv2dParams::str() const {
          ", groups=" + std::to_string(groups);
 }
 
-Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, Shape stride, ConvPadding padding,
+Tensor conv1d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, Shape stride, ConvPadding padding,
               Shape dilation, int64_t groups) {
+  const Tensor input = autocast::to_low(input_in);
+  const Tensor weight = autocast::to_low(weight_in);
+  const Tensor bias = autocast::to_low(bias_in);
   return conv_nd("conv1d", 1, input, weight, bias, stride, padding, dilation, groups);
 }
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Shape stride, ConvPadding padding,
+Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, Shape stride, ConvPadding padding,
               Shape dilation, int64_t groups) {
+  const Tensor input = autocast::to_low(input_in);
+  const Tensor weight = autocast::to_low(weight_in);
+  const Tensor bias = autocast::to_low(bias_in);
   return conv_nd("conv2d", 2, input, weight, bias, stride, padding, dilation, groups);
 }
 

@@ -210,7 +210,7 @@ Device common_device(const char* op, const TensorList& inputs) {
 }
 
 void check_floating(const char* op, const Tensor& t) {
-  TG_CHECK(is_floating(t.dtype()), "[", op, "] expected a floating point tensor (float32 or float64), got ",
+  TG_CHECK(is_floating(t.dtype()), "[", op, "] expected a floating point tensor, got ",
            dtype_name(t.dtype()));
 }
 

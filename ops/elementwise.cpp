@@ -191,6 +191,8 @@ const char* scalar_type_name(DType d) {
     case DType::Bool: return "Bool";
     case DType::Int32: return "Int";
     case DType::Int64: return "Long";
+    case DType::Float16: return "Half";
+    case DType::BFloat16: return "BFloat16";
     case DType::Float32: return "Float";
     case DType::Float64: return "Double";
   }

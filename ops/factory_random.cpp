@@ -32,6 +32,8 @@ void exact_int_range(DType dtype, int64_t& lo, int64_t& hi) {
     case DType::Bool: lo = 0; hi = 1; return;
     case DType::Int32: lo = std::numeric_limits<int32_t>::min(); hi = std::numeric_limits<int32_t>::max(); return;
     case DType::Int64: lo = std::numeric_limits<int64_t>::min(); hi = std::numeric_limits<int64_t>::max(); return;
+    case DType::Float16: lo = -(int64_t{1} << 11); hi = int64_t{1} << 11; return;
+    case DType::BFloat16: lo = -(int64_t{1} << 8); hi = int64_t{1} << 8; return;
     case DType::Float32: lo = -(int64_t{1} << 24); hi = int64_t{1} << 24; return;
     case DType::Float64: lo = -(int64_t{1} << 53); hi = int64_t{1} << 53; return;
   }

@@ -9,7 +9,8 @@
 #include <tuple>
 #include <type_traits>
 
-#include "ops/hd.h"
+#include "tensor/half.h"
+#include "tensor/hd.h"
 #include "tensor/dtype.h"
 
 namespace tg::ew {
@@ -36,6 +37,8 @@ TG_HD T load_as(const char* p, DType d) {
     case DType::Bool: return static_cast<T>(*reinterpret_cast<const bool*>(p));
     case DType::Int32: return static_cast<T>(*reinterpret_cast<const int32_t*>(p));
     case DType::Int64: return static_cast<T>(*reinterpret_cast<const int64_t*>(p));
+    case DType::Float16: return static_cast<T>(*reinterpret_cast<const Half*>(p));
+    case DType::BFloat16: return static_cast<T>(*reinterpret_cast<const BFloat16*>(p));
     case DType::Float32: return static_cast<T>(*reinterpret_cast<const float*>(p));
     case DType::Float64: return static_cast<T>(*reinterpret_cast<const double*>(p));
   }
@@ -49,6 +52,8 @@ TG_HD void store_as(char* p, DType d, T v) {
     case DType::Bool: *reinterpret_cast<bool*>(p) = static_cast<bool>(v); return;
     case DType::Int32: *reinterpret_cast<int32_t*>(p) = static_cast<int32_t>(v); return;
     case DType::Int64: *reinterpret_cast<int64_t*>(p) = static_cast<int64_t>(v); return;
+    case DType::Float16: *reinterpret_cast<Half*>(p) = static_cast<Half>(v); return;
+    case DType::BFloat16: *reinterpret_cast<BFloat16*>(p) = static_cast<BFloat16>(v); return;
     case DType::Float32: *reinterpret_cast<float*>(p) = static_cast<float>(v); return;
     case DType::Float64: *reinterpret_cast<double*>(p) = static_cast<double>(v); return;
   }
@@ -80,7 +85,7 @@ TG_HD double m_abs(double x) { return ::fabs(x); }
 template <typename T>
 inline constexpr bool kIsBool = std::is_same_v<T, bool>;
 template <typename T>
-inline constexpr bool kIsFloat = std::is_floating_point_v<T>;
+inline constexpr bool kIsFloat = is_floating_v<T>;
 
 // Constants of the two GELU forms.
 inline constexpr double kSqrt1_2 = 0.70710678118654752440;   // 1/sqrt(2)
@@ -138,11 +143,13 @@ struct MinimumFn {
 
 template <typename T>
 struct TanhBackwardFn {
-  TG_HD T operator()(T g, T y) const { return g * (T(1) - y * y); }
+  using C = acc_type<T>;
+  TG_HD T operator()(T g, T y) const { return C(g) * (C(1) - C(y) * C(y)); }
 };
 template <typename T>
 struct SigmoidBackwardFn {
-  TG_HD T operator()(T g, T y) const { return g * (T(1) - y) * y; }
+  using C = acc_type<T>;
+  TG_HD T operator()(T g, T y) const { return C(g) * (C(1) - C(y)) * C(y); }
 };
 // Selects rather than multiplies, so an infinite g where y <= 0 gives 0, as in PyTorch.
 template <typename T>
@@ -151,19 +158,23 @@ struct ThresholdBackwardFn {
 };
 template <typename T>
 struct GeluBackwardFn {
-  TG_HD T operator()(T g, T x) const {
-    const T cdf = T(0.5) * (T(1) + m_erf(x * T(kSqrt1_2)));
-    const T pdf = m_exp(T(-0.5) * x * x) * T(kInvSqrt2Pi);
+  using C = acc_type<T>;
+  TG_HD T operator()(T g_in, T x_in) const {
+    const C g = g_in, x = x_in;
+    const C cdf = C(0.5) * (C(1) + m_erf(x * C(kSqrt1_2)));
+    const C pdf = m_exp(C(-0.5) * x * x) * C(kInvSqrt2Pi);
     return g * (cdf + x * pdf);
   }
 };
 template <typename T>
 struct GeluTanhBackwardFn {
-  TG_HD T operator()(T g, T x) const {
-    const T x2 = x * x;
-    const T t = m_tanh(T(kSqrt2OverPi) * (x + T(kGeluCoeff) * x2 * x));
-    const T dinner = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCoeff) * x2);
-    return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner);
+  using C = acc_type<T>;
+  TG_HD T operator()(T g_in, T x_in) const {
+    const C g = g_in, x = x_in;
+    const C x2 = x * x;
+    const C t = m_tanh(C(kSqrt2OverPi) * (x + C(kGeluCoeff) * x2 * x));
+    const C dinner = C(kSqrt2OverPi) * (C(1) + C(3 * kGeluCoeff) * x2);
+    return g * (C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * dinner);
   }
 };
 
@@ -209,7 +220,8 @@ struct TanhFn {
 };
 template <typename T>
 struct SigmoidFn {
-  TG_HD T operator()(T a) const { return T(1) / (T(1) + m_exp(-a)); }
+  using C = acc_type<T>;
+  TG_HD T operator()(T a) const { return C(1) / (C(1) + m_exp(-C(a))); }
 };
 // NaN stays NaN (like clamp_min(0)).
 template <typename T>
@@ -218,12 +230,18 @@ struct ReluFn {
 };
 template <typename T>
 struct GeluFn {
-  TG_HD T operator()(T x) const { return T(0.5) * x * (T(1) + m_erf(x * T(kSqrt1_2))); }
+  using C = acc_type<T>;
+  TG_HD T operator()(T x_in) const {
+    const C x = x_in;
+    return C(0.5) * x * (C(1) + m_erf(x * C(kSqrt1_2)));
+  }
 };
 template <typename T>
 struct GeluTanhFn {
-  TG_HD T operator()(T x) const {
-    return T(0.5) * x * (T(1) + m_tanh(T(kSqrt2OverPi) * (x + T(kGeluCoeff) * x * x * x)));
+  using C = acc_type<T>;
+  TG_HD T operator()(T x_in) const {
+    const C x = x_in;
+    return C(0.5) * x * (C(1) + m_tanh(C(kSqrt2OverPi) * (x + C(kGeluCoeff) * x * x * x)));
   }
 };
 template <typename T>
@@ -232,7 +250,8 @@ struct SqrtFn {
 };
 template <typename T>
 struct RsqrtFn {
-  TG_HD T operator()(T a) const { return T(1) / m_sqrt(a); }
+  using C = acc_type<T>;
+  TG_HD T operator()(T a) const { return C(1) / m_sqrt(C(a)); }
 };
 template <typename T>
 struct TruncFn {

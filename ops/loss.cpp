@@ -7,12 +7,14 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/autocast.h"
 #include "ops/binary.h"
 #include "ops/dispatch.h"
 #include "ops/factory.h"
 #include "ops/reduce.h"
 #include "ops/softmax.h"
 #include "ops/unary.h"
+#include "ops/widen.h"
 
 #ifdef TG_WITH_CUDA
 #include "ops/cuda/loss.h"
@@ -85,6 +87,7 @@ class NllLossOp final : public Op {
     return {contiguous_meta(out, in[0].dtype(), common_device("nll_loss", in))};
   }
   void eval(const TensorList& in, TensorList& out) const override {
+    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
 #ifdef TG_WITH_CUDA
     if (out[0].is_cuda()) {
       cuda::nll_loss_forward(in[0], in[1], reduction_, out[0]);
@@ -131,6 +134,7 @@ class NllLossBackwardOp final : public Op {
     return {contiguous_meta(input_sizes_, in[0].dtype(), common_device("nll_loss_backward", in))};
   }
   void eval(const TensorList& in, TensorList& out) const override {
+    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
 #ifdef TG_WITH_CUDA
     if (out[0].is_cuda()) {
       cuda::nll_loss_backward(in[0], in[1], reduction_, out[0]);
@@ -145,7 +149,7 @@ class NllLossBackwardOp final : public Op {
       scalar_t* dst = out[0].data_ptr<scalar_t>();
       std::fill(dst, dst + out[0].numel(), scalar_t(0));
       const int64_t grad_stride = reduction_ == Reduction::None && grad.dim() == 1 ? grad.strides()[0] : 0;
-      const scalar_t scale = reduction_ == Reduction::Mean ? scalar_t(1) / static_cast<scalar_t>(g.rows) : scalar_t(1);
+      const acc_type<scalar_t> scale = reduction_ == Reduction::Mean ? 1.0 / static_cast<double>(g.rows) : 1.0;
       for (int64_t n = 0; n < g.rows; ++n) {
         const int64_t t = checked_target(target, g.target_stride, n, g.classes);
         dst[n * g.row_stride + t * g.class_stride] = -gp[n * grad_stride] * scale;
@@ -184,6 +188,7 @@ class CrossEntropyBackwardOp final : public Op {
     return {contiguous_meta(in[1].sizes(), in[1].dtype(), common_device("cross_entropy_backward", in))};
   }
   void eval(const TensorList& in, TensorList& out) const override {
+    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
 #ifdef TG_WITH_CUDA
     if (out[0].is_cuda()) {
       cuda::cross_entropy_backward(in[0], in[1], in[2], reduction_, out[0]);
@@ -198,7 +203,7 @@ class CrossEntropyBackwardOp final : public Op {
       const scalar_t* logp = in[1].data_ptr<scalar_t>();
       scalar_t* dst = out[0].data_ptr<scalar_t>();
       const int64_t grad_stride = reduction_ == Reduction::None && grad.dim() == 1 ? grad.strides()[0] : 0;
-      const scalar_t scale = reduction_ == Reduction::Mean ? scalar_t(1) / static_cast<scalar_t>(g.rows) : scalar_t(1);
+      const acc_type<scalar_t> scale = reduction_ == Reduction::Mean ? 1.0 / static_cast<double>(g.rows) : 1.0;
       for (int64_t n = 0; n < g.rows; ++n) {
         const int64_t t = checked_target(target, g.target_stride, n, g.classes);
         const scalar_t gn = gp[n * grad_stride] * scale;
@@ -251,6 +256,7 @@ class CrossEntropyOp final : public Op {
     return {contiguous_meta(out, in[0].dtype(), device), contiguous_meta(in[0].sizes(), in[0].dtype(), device)};
   }
   void eval(const TensorList& in, TensorList& out) const override {
+    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
 #ifdef TG_WITH_CUDA
     if (out[0].is_cuda()) {
       cuda::cross_entropy_forward(in[0], in[1], reduction_, out[0], out[1]);
@@ -304,22 +310,29 @@ class CrossEntropyOp final : public Op {
 
 }  // namespace
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
+  const Tensor input = autocast::to_float(input_in);
+  const Tensor target = autocast::to_float(target_in);
   check_floating("mse_loss", input);
   const Tensor d = sub(input, target);
   return reduce_loss(mul(d, d), reduction);
 }
 
-Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor l1_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
+  const Tensor input = autocast::to_float(input_in);
+  const Tensor target = autocast::to_float(target_in);
   check_floating("l1_loss", input);
   return reduce_loss(abs(sub(input, target)), reduction);
 }
 
-Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor nll_loss(const Tensor& input_in, const Tensor& target, Reduction reduction) {
+  const Tensor input = autocast::to_float(input_in);
   return call_op<NllLossOp>({input, target}, reduction);
 }
 
-Tensor cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor cross_entropy(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
+  const Tensor input = autocast::to_float(input_in);
+  const Tensor target = autocast::to_float(target_in);
   TG_CHECK(input.dim() == 1 || input.dim() == 2, "[cross_entropy] expected input of shape [N, C] or [C], got ",
            shape_str(input.sizes()));
   const int64_t class_dim = input.dim() == 2 ? 1 : 0;

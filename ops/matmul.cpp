@@ -3,6 +3,7 @@
 // into one mm where it can.
 #include "ops/matmul.h"
 
+#include "ops/autocast.h"
 #include "ops/binary.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
@@ -24,7 +25,7 @@ std::string mat_str(const Tensor& t) { return std::to_string(t.size(0)) + "x" + 
 void check_float_matrix(const char* op, const char* what, const Tensor& t, int64_t dims) {
   TG_CHECK(t.dim() == dims, "[", op, "] expected ", what, " to be a ", dims, "-D tensor, got a ", t.dim(),
            "-D tensor of shape ", shape_str(t.sizes()));
-  TG_CHECK(is_floating(t.dtype()), "[", op, "] expected a floating dtype (float32 or float64) for ", what, ", got ",
+  TG_CHECK(is_floating(t.dtype()), "[", op, "] expected a floating dtype for ", what, ", got ",
            dtype_name(t.dtype()));
 }
 
@@ -266,7 +267,7 @@ class LinearOp final : public Op {
     const Tensor& x = in[0];
     const Tensor& w = in[1];
     TG_CHECK(x.dim() >= 1, "[linear] expected input with at least 1 dim, got a 0-dim tensor");
-    TG_CHECK(is_floating(x.dtype()), "[linear] expected a floating dtype (float32 or float64) for input, got ",
+    TG_CHECK(is_floating(x.dtype()), "[linear] expected a floating dtype for input, got ",
              dtype_name(x.dtype()));
     check_float_matrix("linear", "weight", w, 2);
     check_same_dtype("linear", "input", x, "weight", w);
@@ -330,20 +331,22 @@ class LinearOp final : public Op {
 
 }  // namespace
 
-Tensor mm(const Tensor& a, const Tensor& b) { return call_op<MmOp>({a, b}); }
+Tensor mm(const Tensor& a, const Tensor& b) { return call_op<MmOp>({autocast::to_low(a), autocast::to_low(b)}); }
 
-Tensor bmm(const Tensor& a, const Tensor& b) { return call_op<BmmOp>({a, b}); }
+Tensor bmm(const Tensor& a, const Tensor& b) { return call_op<BmmOp>({autocast::to_low(a), autocast::to_low(b)}); }
 
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
-  return call_op<AddmmOp>({bias, a, b}, beta, alpha);
+  return call_op<AddmmOp>({autocast::to_low(bias), autocast::to_low(a), autocast::to_low(b)}, beta, alpha);
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const Tensor x = autocast::to_low(x_in), weight = autocast::to_low(weight_in), bias = autocast::to_low(bias_in);
   if (bias.defined()) return call_op<LinearOp>({x, weight, bias}, true);
   return call_op<LinearOp>({x, weight}, false);
 }
 
-Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear_relu(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const Tensor x = autocast::to_low(x_in), weight = autocast::to_low(weight_in), bias = autocast::to_low(bias_in);
   if (bias.defined()) return call_op<LinearOp>({x, weight, bias}, true, true);
   return call_op<LinearOp>({x, weight}, false, true);
 }

@@ -5,6 +5,7 @@
 #include "ops/norm.h"
 
 #include "autograd/grad_mode.h"
+#include "ops/autocast.h"
 #include "ops/batch_norm.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
@@ -42,6 +43,14 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   TG_CHECK(input.dim() >= 2, "[batch_norm] input of shape ", shape_str(input.sizes()),
            " has the wrong rank: expected [N, C, *] with at least 2 dims");
   check_floating(op, input);
+  // A 16-bit input with float32 parameters or statistics (a mixed-precision model) normalizes in
+  // float32, as PyTorch's kernels do, and returns the input's dtype.
+  const Tensor* params[] = {&weight, &bias, &running_mean, &running_var};
+  for (const Tensor* p : params)
+    if (is_low_precision(input.dtype()) && p->defined() && p->dtype() == kFloat32)
+      return to(batch_norm(to(input, input.device(), kFloat32), running_mean, running_var, weight, bias, training,
+                           momentum, eps),
+                input.device(), input.dtype());
   const int64_t C = input.sizes()[1];
   const Shape ch{C};
   check_param(op, "weight", weight, ch, input);
@@ -62,7 +71,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   const int64_t n = input.numel() / (C == 0 ? 1 : C);
   TG_CHECK(n > 1, "[batch_norm] expected more than 1 value per channel when training, got input of shape ",
            shape_str(input.sizes()));
-  if (input.dtype() == kFloat32 || input.dtype() == kFloat64) {
+  if (is_floating(input.dtype())) {
     // One op and one backward op instead of the composition below.
     const BatchNormTrainingResult r =
         batch_norm_training(input, weight.defined() ? weight : ones(ch, input.options()),
@@ -89,8 +98,11 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   return affine(mul(centered, rsqrt(add(v, eps))), weight, bias, view_sizes);
 }
 
-Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+Tensor layer_norm(const Tensor& input_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
                   double eps) {
+  const Tensor input = autocast::to_float(input_in);
+  const Tensor weight = autocast::to_float(weight_in);
+  const Tensor bias = autocast::to_float(bias_in);
   const char* op = "layer_norm";
   TG_CHECK(input.defined(), "[layer_norm] got an undefined input");
   check_floating(op, input);
@@ -111,7 +123,10 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
   return y;
 }
 
-Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor group_norm(const Tensor& input_in, int64_t num_groups, const Tensor& weight_in, const Tensor& bias_in, double eps) {
+  const Tensor input = autocast::to_float(input_in);
+  const Tensor weight = autocast::to_float(weight_in);
+  const Tensor bias = autocast::to_float(bias_in);
   const char* op = "group_norm";
   TG_CHECK(input.defined(), "[group_norm] got an undefined input");
   TG_CHECK(input.dim() >= 2, "[group_norm] input of shape ", shape_str(input.sizes()),

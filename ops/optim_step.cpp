@@ -4,6 +4,7 @@
 #include <initializer_list>
 
 #include "ops/dispatch.h"
+#include "ops/widen.h"
 
 #ifdef TG_WITH_CUDA
 #include "ops/cuda/optim_step.h"
@@ -69,38 +70,55 @@ std::vector<TensorMeta> written_metas(const OpSchema& schema, const TensorList& 
   return out;
 }
 
-#ifdef TG_WITH_CUDA
 TensorList slice(const TensorList& in, size_t first, size_t n) {
   return TensorList(in.begin() + static_cast<std::ptrdiff_t>(first),
                     in.begin() + static_cast<std::ptrdiff_t>(first + n));
 }
-#endif
+
+// The lists of a fused step's inputs, after checking its trailing skip flag when it has one: a
+// float32 scalar on the parameters' device.
+TensorList without_skip_flag(const char* op, const TensorList& in, bool skip_flag) {
+  if (!skip_flag) return in;
+  TG_CHECK(in.size() > 1, "[", op, "] expected parameter lists before the skip flag");
+  const Tensor& flag = in.back();
+  TG_CHECK(flag.defined() && flag.numel() == 1 && flag.dtype() == kFloat32 && flag.device() == in[0].device(), "[", op,
+           "] skip_if must be one float32 value on ", in[0].device().str(), ", got ",
+           flag.defined() ? std::string(dtype_name(flag.dtype())) + " of shape " + shape_str(flag.sizes()) + " on " +
+                                flag.device().str()
+                          : std::string("an undefined tensor"));
+  return slice(in, 0, in.size() - 1);
+}
 
 // adam_step_: writes params, exp_avgs, exp_avg_sqs and steps (inputs 0..n-1, 2n..5n-1).
 class AdamStepOp final : public Op {
  public:
-  AdamStepOp(size_t n, AdamStepOptions options)
-      : schema_(fused_step_schema("adam_step_", n, {0, 2, 3, 4})), options_(options) {}
+  AdamStepOp(size_t n, AdamStepOptions options, bool skip_flag)
+      : schema_(fused_step_schema("adam_step_", n, {0, 2, 3, 4})), options_(options), skip_flag_(skip_flag) {}
   const OpSchema& schema() const override { return schema_; }
 
   std::vector<TensorMeta> infer(const TensorList& in) const override {
-    check_lists("adam_step_", in, 5, {"param", "grad", "exp_avg", "exp_avg_sq", "step"}, 4);
-    const AdamLists l = split_lists(in);
+    const TensorList lists = without_skip_flag("adam_step_", in, skip_flag_);
+    check_lists("adam_step_", lists, 5, {"param", "grad", "exp_avg", "exp_avg_sq", "step"}, 4);
+    const AdamLists l = split_lists(lists);
     for (size_t i = 0; i < l.n; ++i)
       TG_CHECK(l.steps[i].numel() == 1, "[adam_step_] step ", i, " must hold one count, got shape ",
                shape_str(l.steps[i].sizes()));
     return written_metas(schema_, in);
   }
 
-  void eval(const TensorList& in, TensorList& /*out*/) const override {
-    const AdamLists l = split_lists(in);
+  void eval(const TensorList& in, TensorList& out) const override {
+    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
+    const Tensor skip_if = skip_flag_ ? in.back() : Tensor();
+    const TensorList lists = skip_flag_ ? slice(in, 0, in.size() - 1) : in;
+    const AdamLists l = split_lists(lists);
 #ifdef TG_WITH_CUDA
     if (l.params[0].is_cuda()) {
       cuda::adam_step(slice(in, 0, l.n), slice(in, l.n, l.n), slice(in, 2 * l.n, l.n), slice(in, 3 * l.n, l.n),
-                      slice(in, 4 * l.n, l.n), options_);
+                      slice(in, 4 * l.n, l.n), options_, skip_if);
       return;
     }
 #endif
+    if (skip_if.defined() && skip_if.item<float>() != 0.f) return;
     const AdamStepOptions& o = options_;
     TG_DISPATCH_FLOATING(l.params[0].dtype(), "adam_step_", [&] {
       for (size_t i = 0; i < l.n; ++i) {
@@ -132,39 +150,47 @@ class AdamStepOp final : public Op {
   std::string attrs() const override {
     return "lr=" + std::to_string(options_.lr) + ", betas=(" + std::to_string(options_.beta1) + ", " +
            std::to_string(options_.beta2) + "), eps=" + std::to_string(options_.eps) +
-           ", weight_decay=" + std::to_string(options_.weight_decay) + (options_.decoupled ? ", decoupled" : "");
+           ", weight_decay=" + std::to_string(options_.weight_decay) + (options_.decoupled ? ", decoupled" : "") +
+           (skip_flag_ ? ", skip_if" : "");
   }
 
  private:
   OpSchema schema_;
   AdamStepOptions options_;
+  bool skip_flag_;
 };
 
 
 // sgd_step_: writes params (inputs 0..n-1) and, with momentum, the buffers (inputs 2n..3n-1).
 class SgdStepOp final : public Op {
  public:
-  SgdStepOp(size_t n, SgdStepOptions options)
+  SgdStepOp(size_t n, SgdStepOptions options, bool skip_flag)
       : schema_(options.momentum != 0.0 ? fused_step_schema("sgd_step_", n, {0, 2})
                                         : fused_step_schema("sgd_step_", n, {0})),
-        options_(options) {}
+        options_(options),
+        skip_flag_(skip_flag) {}
   const OpSchema& schema() const override { return schema_; }
 
   std::vector<TensorMeta> infer(const TensorList& in) const override {
     const size_t lists = options_.momentum != 0.0 ? 3 : 2;
-    check_lists("sgd_step_", in, lists, {"param", "grad", "momentum_buffer"}, lists);
+    check_lists("sgd_step_", without_skip_flag("sgd_step_", in, skip_flag_), lists,
+                {"param", "grad", "momentum_buffer"}, lists);
     return written_metas(schema_, in);
   }
 
-  void eval(const TensorList& in, TensorList& /*out*/) const override {
+  void eval(const TensorList& in, TensorList& out) const override {
+    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
     const bool momentum = options_.momentum != 0.0;
-    const size_t n = in.size() / (momentum ? 3 : 2);
+    const Tensor skip_if = skip_flag_ ? in.back() : Tensor();
+    const size_t n = (in.size() - (skip_flag_ ? 1 : 0)) / (momentum ? 3 : 2);
 #ifdef TG_WITH_CUDA
     if (in[0].is_cuda()) {
-      cuda::sgd_step(slice(in, 0, n), slice(in, n, n), momentum ? slice(in, 2 * n, n) : TensorList{}, options_);
+      cuda::sgd_step(slice(in, 0, n), slice(in, n, n), momentum ? slice(in, 2 * n, n) : TensorList{}, options_,
+                     skip_if);
       return;
     }
 #endif
+    if (skip_if.defined() && skip_if.item<float>() != 0.f) return;
     const SgdStepOptions& o = options_;
     TG_DISPATCH_FLOATING(in[0].dtype(), "sgd_step_", [&] {
       for (size_t i = 0; i < n; ++i) {
@@ -188,18 +214,20 @@ class SgdStepOp final : public Op {
   std::string attrs() const override {
     return "lr=" + std::to_string(options_.lr) + ", momentum=" + std::to_string(options_.momentum) +
            ", dampening=" + std::to_string(options_.dampening) + ", weight_decay=" +
-           std::to_string(options_.weight_decay) + (options_.nesterov ? ", nesterov" : "");
+           std::to_string(options_.weight_decay) + (options_.nesterov ? ", nesterov" : "") +
+           (skip_flag_ ? ", skip_if" : "");
   }
 
  private:
   OpSchema schema_;
   SgdStepOptions options_;
+  bool skip_flag_;
 };
 
 }  // namespace
 
 void sgd_step_(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
-               const SgdStepOptions& options) {
+               const SgdStepOptions& options, const Tensor& skip_if) {
   const size_t n = params.size();
   const bool momentum = options.momentum != 0.0;
   TG_CHECK(n > 0, "[sgd_step_] expected at least one parameter");
@@ -209,11 +237,13 @@ void sgd_step_(const TensorList& params, const TensorList& grads, const TensorLi
   TensorList in;
   in.reserve(3 * n);
   for (const TensorList* list : {&params, &grads, &momentum_buffers}) in.insert(in.end(), list->begin(), list->end());
-  dispatch(std::make_shared<const SgdStepOp>(n, options), std::move(in));
+  if (skip_if.defined()) in.push_back(skip_if);
+  dispatch(std::make_shared<const SgdStepOp>(n, options, skip_if.defined()), std::move(in));
 }
 
 void adam_step_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
-                const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options) {
+                const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options,
+                const Tensor& skip_if) {
   const size_t n = params.size();
   TG_CHECK(n > 0, "[adam_step_] expected at least one parameter");
   TG_CHECK(grads.size() == n && exp_avgs.size() == n && exp_avg_sqs.size() == n && steps.size() == n,
@@ -223,7 +253,8 @@ void adam_step_(const TensorList& params, const TensorList& grads, const TensorL
   in.reserve(5 * n);
   for (const TensorList* list : {&params, &grads, &exp_avgs, &exp_avg_sqs, &steps})
     in.insert(in.end(), list->begin(), list->end());
-  dispatch(std::make_shared<const AdamStepOp>(n, options), std::move(in));
+  if (skip_if.defined()) in.push_back(skip_if);
+  dispatch(std::make_shared<const AdamStepOp>(n, options, skip_if.defined()), std::move(in));
 }
 
 }  // namespace tg

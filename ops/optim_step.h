@@ -20,8 +20,11 @@ struct AdamStepOptions {
 // step counts kept on the device) advance too, and the bias corrections are read from the steps, so
 // a captured step stays right on every replay. All tensors share one device and floating dtype;
 // params, exp_avgs and exp_avg_sqs are contiguous and shaped like their parameter.
+// With skip_if (a float32 scalar on the parameters' device), nothing changes where it is nonzero: the
+// kernels read it, so the decision needs no host synchronization (GradScaler's skipped steps).
 void adam_step_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
-                const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options);
+                const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options,
+                const Tensor& skip_if = Tensor());
 
 // SGD's hyper-parameters for one fused step (PyTorch's update rule; momentum 0 uses no buffers).
 struct SgdStepOptions {
@@ -35,7 +38,8 @@ struct SgdStepOptions {
 // One SGD update of every params[i] from grads[i], in place; with momentum, momentum_buffers[i]
 // (existing buffers, as after PyTorch's first step) advance too, otherwise the list is empty. All
 // tensors share one device and floating dtype, are contiguous and shaped like their parameter.
+// skip_if: as for adam_step_.
 void sgd_step_(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
-               const SgdStepOptions& options);
+               const SgdStepOptions& options, const Tensor& skip_if = Tensor());
 
 }  // namespace tg

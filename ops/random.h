@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "ops/hd.h"
+#include "tensor/hd.h"
 
 namespace tg {
 

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "ops/hd.h"
+#include "tensor/hd.h"
 
 namespace tg {
 
@@ -102,9 +102,13 @@ struct NormalBlock {
   TG_HD void operator()(const uint32_t (&w)[4], T (&v)[4]) const {
     if constexpr (std::is_same_v<T, double>) {
       box_muller_double(w[0], w[1], w[2], w[3], v[0], v[1]);
-    } else {
+    } else if constexpr (std::is_same_v<T, float>) {
       box_muller_float(w[0], w[1], v[0], v[1]);
       box_muller_float(w[2], w[3], v[2], v[3]);
+    } else {  // 16-bit floats: drawn in float, then rounded
+      float f[4];
+      NormalBlock<float>{}(w, f);
+      for (int i = 0; i < 4; ++i) v[i] = f[i];
     }
   }
 };

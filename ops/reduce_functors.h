@@ -5,7 +5,8 @@
 #include <limits>
 #include <type_traits>
 
-#include "ops/hd.h"
+#include "tensor/half.h"
+#include "tensor/hd.h"
 
 namespace tg {
 
@@ -19,7 +20,7 @@ struct SumCombine {
 struct MaxCombine {
   template <typename T>
   TG_HD T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (is_floating_v<T>) {
       if (a != a) return a;
       if (b != b) return b;
     }
@@ -31,7 +32,7 @@ struct MaxCombine {
 struct MinCombine {
   template <typename T>
   TG_HD T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (is_floating_v<T>) {
       if (a != a) return a;
       if (b != b) return b;
     }
@@ -51,7 +52,7 @@ struct ArgMaxCombine {
   template <typename T>
   TG_HD IndexedValue<T> operator()(IndexedValue<T> a, IndexedValue<T> b) const {
     bool take_b;
-    if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (is_floating_v<T>) {
       const bool a_nan = a.value != a.value;
       const bool b_nan = b.value != b.value;
       if (a_nan || b_nan) take_b = b_nan && (!a_nan || b.index < a.index);
@@ -66,14 +67,14 @@ struct ArgMaxCombine {
 // The identity of MaxCombine: -inf for floats, the lowest value otherwise.
 template <typename T>
 constexpr T max_identity() {
-  if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
+  if constexpr (is_floating_v<T>) return -std::numeric_limits<T>::infinity();
   else return std::numeric_limits<T>::lowest();
 }
 
 // The identity of MinCombine: +inf for floats, the highest value otherwise.
 template <typename T>
 constexpr T min_identity() {
-  if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::infinity();
+  if constexpr (is_floating_v<T>) return std::numeric_limits<T>::infinity();
   else return std::numeric_limits<T>::max();
 }
 

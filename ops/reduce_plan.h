@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ops/hd.h"
+#include "tensor/hd.h"
 #include "tensor/shape.h"
 
 namespace tg {

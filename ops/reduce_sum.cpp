@@ -26,12 +26,13 @@ void run_sum(const Tensor& x, const std::vector<bool>& mask, Tensor& out, bool m
   }
 #endif
   TG_DISPATCH_NUMERIC(out.dtype(), mean ? "mean" : "sum", [&] {
+    using acc_t = acc_type<scalar_t>;  // 16-bit floats sum in float
     const scalar_t* in = src.data_ptr<scalar_t>();
     scalar_t* dst = out.data_ptr<scalar_t>();
-    const auto count = static_cast<scalar_t>(plan.n_red);
+    const auto count = static_cast<acc_t>(plan.n_red);
     cpu::reduce(
-        plan, scalar_t(0), [in](int64_t off, int64_t, int64_t) { return in[off]; }, SumCombine{},
-        [&](int64_t o, scalar_t acc) { dst[o] = mean ? acc / count : acc; });
+        plan, acc_t(0), [in](int64_t off, int64_t, int64_t) { return acc_t(in[off]); }, SumCombine{},
+        [&](int64_t o, acc_t acc) { dst[o] = mean ? acc / count : acc; });
   });
 }
 
@@ -81,7 +82,7 @@ class MeanOp final : public DimReduceOp {
   std::vector<TensorMeta> infer(const TensorList& in) const override {
     const Tensor& x = in[0];
     TG_CHECK(is_floating(x.dtype()), "[mean] could not infer output dtype: input dtype must be floating point "
-             "(float32 or float64), got ", dtype_name(x.dtype()), "; convert with to(kFloat32) first");
+             "(float16, bfloat16, float32 or float64), got ", dtype_name(x.dtype()), "; convert with to(kFloat32) first");
     const auto m = mask(x.dim());
     return {contiguous_meta(reduced_sizes(x.sizes(), m, keepdim_), x.dtype(), x.device())};
   }

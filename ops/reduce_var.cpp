@@ -7,6 +7,7 @@
 #include "ops/reduce.h"
 #include "ops/reduce_functors.h"
 #include "ops/reduce_op.h"
+#include "ops/widen.h"
 
 #ifdef TG_WITH_CUDA
 #include "ops/cuda/reduce.h"
@@ -25,12 +26,13 @@ class VarOp final : public DimReduceOp {
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
     const Tensor& x = in[0];
-    TG_CHECK(is_floating(x.dtype()), "[var] std and var only support floating point dtypes (float32 or float64), got ",
+    TG_CHECK(is_floating(x.dtype()), "[var] std and var only support floating point dtypes, got ",
              dtype_name(x.dtype()));
     const auto m = mask(x.dim());
     return {contiguous_meta(reduced_sizes(x.sizes(), m, keepdim_), x.dtype(), x.device())};
   }
   void eval(const TensorList& in, TensorList& out) const override {
+    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
     const Tensor& x = in[0];
     const ReducePlan plan = make_reduce_plan(x.sizes(), x.strides(), mask(x.dim()));
 #ifdef TG_WITH_CUDA
@@ -40,22 +42,23 @@ class VarOp final : public DimReduceOp {
     }
 #endif
     TG_DISPATCH_FLOATING(x.dtype(), "var", [&] {
+      using acc_t = acc_type<scalar_t>;  // 16-bit floats accumulate in float
       const scalar_t* src = x.data_ptr<scalar_t>();
       scalar_t* dst = out[0].data_ptr<scalar_t>();
       // Two passes (mean, then squared deviations) avoid the cancellation of E[x^2] - E[x]^2.
-      std::vector<scalar_t> means(static_cast<size_t>(plan.n_out));
-      const auto count = static_cast<scalar_t>(plan.n_red);
+      std::vector<acc_t> means(static_cast<size_t>(plan.n_out));
+      const auto count = static_cast<acc_t>(plan.n_red);
       cpu::reduce(
-          plan, scalar_t(0), [src](int64_t off, int64_t, int64_t) { return src[off]; }, SumCombine{},
-          [&](int64_t o, scalar_t acc) { means[static_cast<size_t>(o)] = acc / count; });
-      const auto divisor = static_cast<scalar_t>(std::max<int64_t>(0, plan.n_red - correction_));
+          plan, acc_t(0), [src](int64_t off, int64_t, int64_t) { return acc_t(src[off]); }, SumCombine{},
+          [&](int64_t o, acc_t acc) { means[static_cast<size_t>(o)] = acc / count; });
+      const auto divisor = static_cast<acc_t>(std::max<int64_t>(0, plan.n_red - correction_));
       cpu::reduce(
-          plan, scalar_t(0),
+          plan, acc_t(0),
           [&](int64_t off, int64_t o, int64_t) {
-            const scalar_t d = src[off] - means[static_cast<size_t>(o)];
+            const acc_t d = acc_t(src[off]) - means[static_cast<size_t>(o)];
             return d * d;
           },
-          SumCombine{}, [&](int64_t o, scalar_t acc) { dst[o] = acc / divisor; });
+          SumCombine{}, [&](int64_t o, acc_t acc) { dst[o] = acc / divisor; });
     });
   }
   // d var / dx = 2 (x - mean) / (n - correction), broadcast from the reduced gradient.

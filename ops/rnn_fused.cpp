@@ -11,6 +11,7 @@
 #include "ops/dispatch.h"
 #include "ops/factory.h"
 #include "ops/rnn_kernels.h"
+#include "ops/widen.h"
 #include "tensor/shape.h"
 #include "tensor/tensor_impl.h"
 
@@ -198,6 +199,7 @@ class RnnOp final : public Op {
     return out;
   }
   void eval(const TensorList& in, TensorList& out) const override {
+    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
     const RnnOperands o = split_operands(mode_, in, n_weights_);
     const RnnConfig cfg = check_rnn_operands("rnn", mode_, o.x, o.h0, o.c0, o.weights, num_layers_,
                                              bidirectional_);
@@ -268,6 +270,7 @@ class RnnBackwardOp final : public Op {
     return out;
   }
   void eval(const TensorList& in, TensorList& out) const override {
+    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
     const size_t states = mode_ == RnnMode::LSTM ? 2 : 1, first = 1 + states + n_weights_;
     const RnnOperands o = split_operands(mode_, in, n_weights_);
     const RnnConfig cfg = check_rnn_operands("rnn_backward", mode_, o.x, o.h0, o.c0, o.weights, num_layers_,

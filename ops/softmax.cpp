@@ -3,12 +3,14 @@
 
 #include <cmath>
 
+#include "ops/autocast.h"
 #include "ops/binary.h"
 #include "ops/dispatch.h"
 #include "ops/reduce.h"
 #include "ops/reduce_functors.h"
 #include "ops/softmax_rows.h"
 #include "ops/unary.h"
+#include "ops/widen.h"
 
 #ifdef TG_WITH_CUDA
 #include "ops/cuda/softmax.h"
@@ -94,6 +96,7 @@ class RowOp : public Op {
  protected:
   int64_t wrapped(const Tensor& t) const { return wrap_dim(dim_, t.dim(), schema().name.data()); }
   void run(SoftmaxMode mode, const TensorList& in, TensorList& out) const {
+    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
     run_rows(mode, in[0], in.size() > 1 ? in[1] : Tensor(), wrapped(in[0]), out[0]);
   }
   int64_t dim_;
@@ -174,8 +177,8 @@ class LogSoftmaxOp final : public RowOp {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) { return call_op<SoftmaxOp>({x}, dim); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return call_op<LogSoftmaxOp>({x}, dim); }
+Tensor softmax(const Tensor& x, int64_t dim) { return call_op<SoftmaxOp>({autocast::to_float(x)}, dim); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return call_op<LogSoftmaxOp>({autocast::to_float(x)}, dim); }
 
 Tensor Tensor::softmax(int64_t dim) const { return tg::softmax(*this, dim); }
 Tensor Tensor::log_softmax(int64_t dim) const { return tg::log_softmax(*this, dim); }

@@ -131,7 +131,7 @@ class UnaryOp final : public Op {
         return x;
       case UnaryKind::Gelu:
       case UnaryKind::GeluTanh:
-        TG_CHECK(is_floating(x), "[", op, "] expected a floating point tensor (float32 or float64), got ",
+        TG_CHECK(is_floating(x), "[", op, "] expected a floating point tensor, got ",
                  dtype_name(x));
         return x;
       case UnaryKind::Pow: {

@@ -32,6 +32,7 @@ void Adam::update(const TensorList& grads) {
   TG_CHECK(grads.size() == params_.size(), "[Adam] got ", grads.size(), " gradients for ", params_.size(),
            " parameters");
   NoGradGuard no_grad;
+  if (!capturable_ && skipped_on_host()) return;  // the fused update's kernel decides on the device
   ++step_;
   if (capturable_) {
     update_fused(grads);
@@ -86,7 +87,7 @@ void Adam::update_fused(const TensorList& grads) {
       exp_avg_sqs.push_back(state_like(exp_avg_sq_[i], p));
       steps.push_back(step);
     }
-    adam_step_(params, gs, exp_avgs, exp_avg_sqs, steps, step_options);
+    adam_step_(params, gs, exp_avgs, exp_avg_sqs, steps, step_options, skip_if_);
   }
 }
 

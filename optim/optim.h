@@ -5,3 +5,4 @@
 #include "optim/optimizer.h"
 #include "optim/sgd.h"
 #include "optim/compiled_step.h"
+#include "optim/grad_scaler.h"

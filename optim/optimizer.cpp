@@ -22,6 +22,8 @@ Optimizer::Optimizer(TensorList params, double lr) : params_(std::move(params)) 
   }
 }
 
+bool Optimizer::skipped_on_host() const { return skip_if_.defined() && skip_if_.item<float>() != 0.f; }
+
 void Optimizer::step() {
   TensorList grads;
   grads.reserve(params_.size());

@@ -43,6 +43,13 @@ class Optimizer {
   double lr() const { return lr_; }
   void set_lr(double lr);
 
+  // Until set back to an undefined tensor, updates change nothing where `flag` (a float32 scalar on
+  // the parameters' device, such as GradScaler's found-inf flag) is nonzero. Fused updates leave the
+  // decision to their kernels (no host synchronization, so it holds inside CUDA graphs); the others
+  // read the flag on the host.
+  void set_skip_if(Tensor flag) { skip_if_ = std::move(flag); }
+  const Tensor& skip_if() const { return skip_if_; }
+
  protected:
   // Indices of the parameters that have a gradient, grouped by device and dtype in order of first
   // appearance: the parameters one fused update can take together.
@@ -56,9 +63,13 @@ class Optimizer {
   // Copies `src` into `state` in place when it exists, else makes it a copy of `src` beside `p`.
   static void assign_state(Tensor& state, const Tensor& src, const Tensor& p);
 
+  // True when a skip flag is set and holds a nonzero value (reads it on the host).
+  bool skipped_on_host() const;
+
   TensorList params_;
   double lr_;
   bool capturable_ = false;
+  Tensor skip_if_;
 };
 
 }  // namespace tg::optim

@@ -19,7 +19,9 @@ SGD::SGD(TensorList params, SGDOptions options)
 void SGD::update(const TensorList& grads) {
   TG_CHECK(grads.size() == params_.size(), "[SGD] got ", grads.size(), " gradients for ", params_.size(), " parameters");
   NoGradGuard no_grad;
-  if (capturable_ && update_fused(grads)) return;
+  // A skip flag also takes the fused update where it can: its kernel reads the flag on the device.
+  if ((capturable_ || skip_if_.defined()) && update_fused(grads)) return;
+  if (skipped_on_host()) return;
   const SGDOptions& o = options_;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
@@ -56,7 +58,7 @@ bool SGD::update_fused(const TensorList& grads) {
       gs.push_back(grads[i].contiguous());
       if (o.momentum != 0.0) buffers.push_back(state_like(momentum_[i], params_[i]));
     }
-    sgd_step_(params, gs, buffers, step_options);
+    sgd_step_(params, gs, buffers, step_options, skip_if_);
   }
   return true;
 }

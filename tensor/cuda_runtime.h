@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "tensor/device.h"
 
@@ -21,5 +22,8 @@ int current_device();
 // Makes the current stream wait for all forked work this thread noted (asynchronous collectives);
 // graph executors call it before their results are read and before a capture ends. A no-op when none.
 void join_forked_work();
+// Milliseconds the device spent between the start and the end of the work `queue` puts on the
+// current stream of `device_index` (CUDA events around it; waits for the end).
+double device_time_ms(const std::function<void()>& queue, int device_index = 0);
 
 }  // namespace tg::cuda

@@ -20,6 +20,7 @@ void synchronize(int) { no_cuda("synchronize"); }
 void set_device(int) { no_cuda("set_device"); }
 int current_device() { no_cuda("current_device"); }
 void join_forked_work() {}
+double device_time_ms(const std::function<void()>&, int) { no_cuda("device_time_ms"); }
 
 }  // namespace cuda
 }  // namespace tg

@@ -9,6 +9,8 @@ std::string_view dtype_name(DType t) {
     case DType::Bool: return "bool";
     case DType::Int32: return "int32";
     case DType::Int64: return "int64";
+    case DType::Float16: return "float16";
+    case DType::BFloat16: return "bfloat16";
     case DType::Float32: return "float32";
     case DType::Float64: return "float64";
   }
@@ -16,7 +18,10 @@ std::string_view dtype_name(DType t) {
 }
 
 DType promote_types(DType a, DType b) {
-  // The enum is ordered bool < int32 < int64 < float32 < float64; int64 with float32 gives float32.
+  // The enum is ordered bool < int32 < int64 < float16 < bfloat16 < float32 < float64 (int64 with a
+  // float gives the float); the two 16-bit floats hold different ranges and meet in float32.
+  if ((a == DType::Float16 && b == DType::BFloat16) || (a == DType::BFloat16 && b == DType::Float16))
+    return DType::Float32;
   return static_cast<uint8_t>(a) > static_cast<uint8_t>(b) ? a : b;
 }
 

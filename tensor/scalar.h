@@ -25,7 +25,7 @@ class Scalar {
   // The value as element type T (integers keep full int64 precision).
   template <typename T>
   T to() const {
-    if constexpr (std::is_floating_point_v<T>) return static_cast<T>(d_);
+    if constexpr (is_floating_v<T>) return static_cast<T>(d_);
     else if constexpr (std::is_same_v<T, bool>) return kind_ == ScalarKind::Floating ? d_ != 0.0 : i_ != 0;
     else return kind_ == ScalarKind::Floating ? static_cast<T>(d_) : static_cast<T>(i_);
   }

@@ -13,6 +13,11 @@ void* TensorImpl::data() const {
   return static_cast<char*>(storage_->data()) + offset_ * dtype_size(dtype_);
 }
 
+void TensorImpl::set_typed_geometry(DType dtype, Storage storage, Shape sizes, Shape strides, int64_t offset) {
+  dtype_ = dtype;
+  set_geometry(std::move(storage), std::move(sizes), std::move(strides), offset);
+}
+
 void TensorImpl::set_geometry(Storage storage, Shape sizes, Shape strides, int64_t offset) {
   storage_ = std::move(storage);
   sizes_ = std::move(sizes);

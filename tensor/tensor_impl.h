@@ -54,6 +54,8 @@ class TensorImpl {
 
   // Replaces storage and geometry in place (set_, resize_); the handle's identity is kept.
   void set_geometry(Storage storage, Shape sizes, Shape strides, int64_t offset);
+  // As set_geometry, over storage holding elements of `dtype` (converting a module's tensors in place).
+  void set_typed_geometry(DType dtype, Storage storage, Shape sizes, Shape strides, int64_t offset);
 
   // Autograd metadata; created on first use.
   AutogradMeta& autograd();

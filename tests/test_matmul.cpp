@@ -244,7 +244,7 @@ TEST(Linear, MatchesNaiveForEveryInputRank) {
 TEST(MatmulErrors, DtypesShapesAndRanks) {
   Tensor a = random_tensor({2, 3});
   Tensor ints = zeros({3, 4}, {.dtype = kInt64});
-  EXPECT_THROW_MSG(mm(ints, ints), "[mm] expected a floating dtype (float32 or float64) for mat1, got int64");
+  EXPECT_THROW_MSG(mm(ints, ints), "[mm] expected a floating dtype for mat1, got int64");
   EXPECT_THROW_MSG(mm(a, random_tensor({4, 5})), "[mm] mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)");
   EXPECT_THROW_MSG(mm(a, random_tensor({3})), "[mm] expected mat2 to be a 2-D tensor");
   EXPECT_THROW_MSG(mm(a, random_tensor({3, 2}, kFloat32)),

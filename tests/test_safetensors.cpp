@@ -166,8 +166,10 @@ TEST_F(Safetensors, DamagedFilesAreClearErrorsAndChangeNothing) {
   garbled[9] = '#';
   write_bytes(path("garbled"), garbled);
   EXPECT_THROW_MSG(load_into(path("garbled")), "the header is not valid JSON");
-  write_raw(path("dtype"), R"({"0.weight":{"dtype":"F16","shape":[3,4],"data_offsets":[0,24]}})", std::string(24, '\0'));
-  EXPECT_THROW_MSG(load_into(path("dtype")), "tensor \"0.weight\" has dtype \"F16\"; expected one of");
+  write_raw(path("dtype"), R"({"0.weight":{"dtype":"F8_E4M3","shape":[3,4],"data_offsets":[0,12]}})", std::string(12, '\0'));
+  EXPECT_THROW_MSG(load_into(path("dtype")), "tensor \"0.weight\" has dtype \"F8_E4M3\"; expected one of");
+  write_raw(path("half"), R"({"0.weight":{"dtype":"F16","shape":[3,4],"data_offsets":[0,24]}})", std::string(24, '\0'));
+  EXPECT_THROW_MSG(load_into(path("half")), "entry \"0.weight\" has dtype float16 but the module's tensor has dtype float32");
   write_raw(path("offsets"), R"({"0.bias":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0'));
   EXPECT_THROW_MSG(load_into(path("offsets")), "tensor \"0.bias\" of shape [3] and dtype F32 needs 12 bytes");
   write_raw(path("fields"), R"({"0.bias":{"dtype":"F32","shape":[3]}})", "");

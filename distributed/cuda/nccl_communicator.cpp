@@ -35,6 +35,8 @@ ncclDataType_t nccl_dtype(DType t) {
   switch (t) {
     case DType::Float32: return ncclFloat32;
     case DType::Float64: return ncclFloat64;
+    case DType::Float16: return ncclFloat16;
+    case DType::BFloat16: return ncclBfloat16;
     case DType::Int32: return ncclInt32;
     case DType::Int64: return ncclInt64;
     case DType::Bool: return ncclUint8;

@@ -1,12 +1,14 @@
 // Matrix products on the CPU over the tensors' own memory (no copies: the operands' layouts were
 // already resolved to row- or column-major with a leading dimension). float32/float64 go to the
 // BLAS when one was found at build time (OpenBLAS picks its kernels for the running CPU, so a
-// portable build still uses AVX2/AVX-512 where present); Eigen maps serve the rest.
+// portable build still uses AVX2/AVX-512 where present); Eigen maps serve the rest. 16-bit floats
+// are widened to float, multiplied, and rounded once.
 #include <Eigen/Core>
 
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "ops/cpu/threads.h"
 #include "ops/gemm.h"
@@ -89,10 +91,51 @@ bool blas_accepts(const Gemm& g) {
 }
 #endif
 
+// Elements an operand's matrices span: the last matrix's last row ends the span.
+int64_t operand_span(int64_t batch, int64_t batch_stride, int64_t rows, int64_t ld) {
+  return (batch - 1) * batch_stride + (rows - 1) * ld + ld;
+}
+
+// Copies `count` elements of T into a float buffer.
+template <typename T>
+std::vector<float> to_float_buffer(const void* data, int64_t count) {
+  const T* p = static_cast<const T*>(data);
+  std::vector<float> out(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) out[static_cast<size_t>(i)] = static_cast<float>(p[i]);
+  return out;
+}
+
+// A product of 16-bit floats: operands widened to float, multiplied and accumulated in float
+// (as the GPU's tensor cores do), the result rounded once.
+template <typename T>
+void widened_gemm(const Gemm& g, void (*float_gemm)(const Gemm&)) {
+  Gemm w = g;
+  w.dtype = kFloat32;
+  const int64_t a_span = operand_span(g.batch, g.a.batch_stride, g.a.trans ? g.k : g.n, g.a.ld);
+  const int64_t b_span = operand_span(g.batch, g.b.batch_stride, g.b.trans ? g.m : g.k, g.b.ld);
+  const int64_t c_span = operand_span(g.batch, g.out_batch_stride, g.n, g.ldc);
+  const std::vector<float> a = to_float_buffer<T>(g.a.data, a_span), b = to_float_buffer<T>(g.b.data, b_span);
+  std::vector<float> c = g.beta != 0.0 ? to_float_buffer<T>(g.out, c_span) : std::vector<float>(static_cast<size_t>(c_span));
+  w.a.data = a.data();
+  w.b.data = b.data();
+  w.out = c.data();
+  float_gemm(w);
+  // Only the product's own elements go back: gaps between rows may belong to other tensors.
+  T* out = static_cast<T*>(g.out);
+  for (int64_t i = 0; i < g.batch; ++i)
+    for (int64_t r = 0; r < g.n; ++r) {
+      const int64_t row = i * g.out_batch_stride + r * g.ldc;
+      for (int64_t j = 0; j < g.m; ++j) out[row + j] = c[static_cast<size_t>(row + j)];
+    }
+}
+
 }  // namespace
 
 void cpu_gemm(const Gemm& g) {
   TG_CHECK(g.beta == 0.0 || g.beta == 1.0, "[gemm] internal error: beta must be 0 or 1, got ", g.beta);
+  if (g.n == 0 || g.m == 0 || g.batch == 0) return;
+  if (g.dtype == kFloat16) return widened_gemm<Half>(g, cpu_gemm);
+  if (g.dtype == kBFloat16) return widened_gemm<BFloat16>(g, cpu_gemm);
   TG_DISPATCH_FLOATING(g.dtype, "mm", [&] {
 #ifdef TG_WITH_CBLAS
     if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {

@@ -6,14 +6,15 @@ namespace tg::cuda {
 namespace {
 
 constexpr int kColumns = 32;  // columns per block (one warp wide: coalesced rows)
-constexpr int kRowGroups = 8;  // threads down each column; their partial sums are added in a fixed order
+constexpr int kRowGroups = 32;  // threads down each column (a 1024-thread block); partial sums added in a fixed order
 
 template <typename T>
 __global__ void relu_backward_bias_grad_kernel(const T* __restrict__ g, const T* __restrict__ y, T* __restrict__ h,
                                                T* __restrict__ db, int64_t rows, int64_t cols) {
-  __shared__ T partial[kRowGroups][kColumns];
+  using Acc = acc_type<T>;  // 16-bit gradients sum in float
+  __shared__ Acc partial[kRowGroups][kColumns];
   const int64_t j = static_cast<int64_t>(blockIdx.x) * kColumns + threadIdx.x;
-  T sum = 0;
+  Acc sum = 0;
   if (j < cols) {
     for (int64_t i = threadIdx.y; i < rows; i += kRowGroups) {
       const int64_t at = i * cols + j;
@@ -25,7 +26,7 @@ __global__ void relu_backward_bias_grad_kernel(const T* __restrict__ g, const T*
   partial[threadIdx.y][threadIdx.x] = sum;
   __syncthreads();
   if (threadIdx.y == 0 && j < cols) {
-    T total = 0;
+    Acc total = 0;
     for (int r = 0; r < kRowGroups; ++r) total += partial[r][threadIdx.x];
     db[j] = total;
   }
@@ -39,13 +40,10 @@ void relu_backward_bias_grad(const Tensor& g, const Tensor& y, Tensor& h, Tensor
   const int64_t rows = g.numel() / cols;
   const dim3 threads(kColumns, kRowGroups);
   const unsigned blocks = blocks_for(cols, kColumns);
-  if (g.dtype() == kFloat32) {
-    relu_backward_bias_grad_kernel<float><<<blocks, threads, 0, current_stream()>>>(
-        g.data_ptr<float>(), y.data_ptr<float>(), h.data_ptr<float>(), db.data_ptr<float>(), rows, cols);
-  } else {
-    relu_backward_bias_grad_kernel<double><<<blocks, threads, 0, current_stream()>>>(
-        g.data_ptr<double>(), y.data_ptr<double>(), h.data_ptr<double>(), db.data_ptr<double>(), rows, cols);
-  }
+  TG_DISPATCH_FLOATING(g.dtype(), "relu_backward_bias_grad", [&] {
+    relu_backward_bias_grad_kernel<scalar_t><<<blocks, threads, 0, current_stream()>>>(
+        g.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), h.data_ptr<scalar_t>(), db.data_ptr<scalar_t>(), rows, cols);
+  });
   TG_CUDA_CHECK_LAUNCH();
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/cuda/cublas_check.h"
+#include "ops/precision.h"
 #include "tensor/cuda/caching_allocator.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/device_guard.h"
@@ -102,7 +103,29 @@ void typed_gemm(cublasHandle_t h, const Gemm& g) {
                                     as_int(g.batch, "batch")));
 }
 
+// 16-bit operands: cuBLAS's mixed-precision product, float32 accumulation and scalars.
+void low_precision_gemm(cublasHandle_t h, const Gemm& g) {
+  const int m = as_int(g.m, "m"), n = as_int(g.n, "n"), k = as_int(g.k, "k");
+  const int lda = as_int(g.a.ld, "lda"), ldb = as_int(g.b.ld, "ldb"), ldc = as_int(g.ldc, "ldc");
+  const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
+  const cudaDataType_t type = cuda_data_type(g.dtype);
+  TG_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, op_of(g.b), op_of(g.a), m, n, k, &alpha, g.b.data, type, ldb,
+                                             g.b.batch_stride, g.a.data, type, lda, g.a.batch_stride, &beta, g.out,
+                                             type, ldc, g.out_batch_stride, as_int(g.batch, "batch"),
+                                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 }  // namespace
+
+cudaDataType_t cuda_data_type(DType dtype) {
+  switch (dtype) {
+    case DType::Float16: return CUDA_R_16F;
+    case DType::BFloat16: return CUDA_R_16BF;
+    case DType::Float32: return CUDA_R_32F;
+    case DType::Float64: return CUDA_R_64F;
+    default: TG_FAIL("[mm] expected a floating dtype, got ", dtype_name(dtype));
+  }
+}
 
 cublasHandle_t cublas_handle(int device) {
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -122,9 +145,14 @@ void gemm(const Gemm& g) {
   std::lock_guard<std::mutex> lock(g_mutex);
   cublasHandle_t h = slot_locked(g.device.index).handle;
   switch (g.dtype) {
-    case DType::Float32: return typed_gemm<float>(h, g);
+    case DType::Float32: {
+      TG_CUBLAS_CHECK(cublasSetMathMode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+      return typed_gemm<float>(h, g);
+    }
     case DType::Float64: return typed_gemm<double>(h, g);
-    default: TG_FAIL("[mm] expected a floating dtype (float32 or float64), got ", dtype_name(g.dtype));
+    case DType::Float16:
+    case DType::BFloat16: return low_precision_gemm(h, g);
+    default: TG_FAIL("[mm] expected a floating dtype, got ", dtype_name(g.dtype));
   }
 }
 

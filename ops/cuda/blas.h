@@ -6,7 +6,9 @@
 
 #include "ops/gemm.h"
 
-// cuBLAS's own opaque handle type, declared here so this header needs no CUDA headers.
+#include <library_types.h>
+
+// cuBLAS's own opaque handle type, declared here so this header needs no cuBLAS headers.
 typedef struct cublasContext* cublasHandle_t;
 
 namespace tg::cuda {
@@ -19,7 +21,10 @@ int64_t cublas_workspace_bytes();
 // The workspace given to cuBLAS and cuBLASLt on `device` (cublas_workspace_bytes() long). Calls on
 // one stream use it in turn; the single-stream assumption of the caching allocator applies.
 void* cublas_workspace(int device);
-// Runs g (float32 or float64, TF32 off) with cuBLAS on the current stream of g.device.
+// cuBLAS's name for a floating dtype.
+cudaDataType_t cuda_data_type(DType dtype);
+// Runs g with cuBLAS on the current stream of g.device: float32 (TF32 when allow_tf32()), float64, or
+// 16-bit floats accumulated in float32.
 void gemm(const Gemm& g);
 // Runs g (batch 1, beta 0) through cuBLASLt with the algorithm timed fastest for its shape, adding
 // `bias` (null: none), a contiguous vector of g.m elements broadcast over the rows of the output, in

@@ -17,6 +17,7 @@
 
 #include "ops/cuda/blas.h"
 #include "ops/cuda/cublas_check.h"
+#include "ops/precision.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/device_guard.h"
 
@@ -27,7 +28,7 @@ namespace {
 struct PlanKey {
   int device;
   DType dtype;
-  bool trans_a, trans_b, bias, relu;
+  bool trans_a, trans_b, bias, relu, tf32;
   int64_t m, n, k, lda, ldb, ldc;
   int align_a, align_b, align_c;
   bool operator==(const PlanKey&) const = default;
@@ -37,7 +38,7 @@ struct PlanKeyHash {
   size_t operator()(const PlanKey& k) const {
     size_t h = std::hash<int64_t>()(k.m);
     for (int64_t v : {k.n, k.k, k.lda, k.ldb, k.ldc, int64_t(k.device), int64_t(k.dtype), int64_t(k.trans_a),
-                      int64_t(k.trans_b), int64_t(k.bias), int64_t(k.relu), int64_t(k.align_a), int64_t(k.align_b),
+                      int64_t(k.trans_b), int64_t(k.bias), int64_t(k.relu), int64_t(k.tf32), int64_t(k.align_a), int64_t(k.align_b),
                       int64_t(k.align_c)})
       h = h * 1000003u ^ std::hash<int64_t>()(v);
     return h;
@@ -97,9 +98,12 @@ void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const
 // cuBLASLt's first operand our b and its second our a; the bias runs along D's m rows.
 Plan make_plan(cublasLtHandle_t lt, const PlanKey& key, size_t workspace_bytes) {
   Plan p;
-  const cudaDataType_t type = key.dtype == kFloat32 ? CUDA_R_32F : CUDA_R_64F;
-  const cublasComputeType_t compute = key.dtype == kFloat32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_64F;
-  TG_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, type));
+  const cudaDataType_t type = cuda_data_type(key.dtype);
+  // 16-bit operands multiply on tensor cores and accumulate in float32, as do float32 ones with TF32.
+  const cublasComputeType_t compute = key.dtype == kFloat64 ? CUBLAS_COMPUTE_64F
+                                      : key.tf32            ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                            : CUBLAS_COMPUTE_32F;
+  TG_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, key.dtype == kFloat64 ? CUDA_R_64F : CUDA_R_32F));
   const cublasOperation_t op_first = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_second = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, op_first);
@@ -149,7 +153,8 @@ cublasStatus_t run(cublasLtHandle_t lt, const Plan& p, const cublasLtMatmulAlgo_
 
 cublasStatus_t run(cublasLtHandle_t lt, const Plan& p, const cublasLtMatmulAlgo_t& algo, const Gemm& g,
                    void* workspace) {
-  return g.dtype == kFloat32 ? run<float>(lt, p, algo, g, workspace) : run<double>(lt, p, algo, g, workspace);
+  // alpha and beta are float32 for every dtype but float64 (the descriptor's scale type).
+  return g.dtype == kFloat64 ? run<double>(lt, p, algo, g, workspace) : run<float>(lt, p, algo, g, workspace);
 }
 
 // Bytes from the start of a row-major operand with `rows` stored rows of leading dimension ld.
@@ -203,7 +208,7 @@ void tune(cublasLtHandle_t lt, Plan& p, const Gemm& g, void* workspace) {
 void set_gemm_autotuning(bool enabled) { g_autotune.store(enabled); }
 
 bool gemm_lt(const Gemm& g, const void* bias, bool relu) {
-  if (g.batch != 1 || g.beta != 0.0 || (g.dtype != kFloat32 && g.dtype != kFloat64)) return false;
+  if (g.batch != 1 || g.beta != 0.0 || !is_floating(g.dtype)) return false;
   if (bias != nullptr && alignment(bias) < 16) return false;  // epilogue kernels load the bias in vectors
   if (g.n == 0 || g.m == 0) return true;
   const int device = g.device.index;
@@ -211,7 +216,7 @@ bool gemm_lt(const Gemm& g, const void* bias, bool relu) {
   void* workspace = cublas_workspace(device);
   std::lock_guard<std::mutex> lock(g_mutex);
   cublasLtHandle_t lt = handle_locked(device);
-  const PlanKey key{device, g.dtype, g.a.trans, g.b.trans, bias != nullptr, relu, g.m, g.n, g.k, g.a.ld, g.b.ld, g.ldc,
+  const PlanKey key{device, g.dtype, g.a.trans, g.b.trans, bias != nullptr, relu, g.dtype == kFloat32 && allow_tf32(), g.m, g.n, g.k, g.a.ld, g.b.ld, g.ldc,
                     alignment(g.a.data), alignment(g.b.data), alignment(g.out)};
   auto it = g_plans.find(key);
   if (it == g_plans.end()) {

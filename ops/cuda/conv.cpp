@@ -17,6 +17,7 @@
 #include "ops/conv_kernels.h"
 #include "ops/cuda/cudnn_context.h"
 #include "ops/factory.h"
+#include "ops/precision.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/device_guard.h"
 
@@ -24,18 +25,28 @@ namespace tg::cuda {
 namespace {
 
 cudnnDataType_t cudnn_type(DType dtype) {
-  TG_CHECK(dtype == kFloat32 || dtype == kFloat64, "[conv2d] cuDNN convolutions take float32 or float64, got ",
-           dtype_name(dtype));
-  return dtype == kFloat32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
+  switch (dtype) {
+    case DType::Float16: return CUDNN_DATA_HALF;
+    case DType::BFloat16: return CUDNN_DATA_BFLOAT16;
+    case DType::Float32: return CUDNN_DATA_FLOAT;
+    case DType::Float64: return CUDNN_DATA_DOUBLE;
+    default: TG_FAIL("[conv2d] cuDNN convolutions take a floating dtype, got ", dtype_name(dtype));
+  }
 }
+
+// Tensor-core algorithms serve 16-bit data always and float32 data only with TF32 allowed (their
+// products round the operands to TF32).
+bool tensor_cores_allowed(DType dtype) { return is_low_precision(dtype) || (dtype == kFloat32 && allow_tf32()); }
 
 // The descriptors of one convolution (input x, filter w, output y), released on scope exit.
 struct Descriptors {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
+  bool tensor_cores = false;  // whether tensor-core algorithms may run
 
-  Descriptors(const Shape& xs, const Shape& ws, const Shape& ys, DType dtype, const Conv2dParams& p) {
+  Descriptors(const Shape& xs, const Shape& ws, const Shape& ys, DType dtype, const Conv2dParams& p)
+      : tensor_cores(tensor_cores_allowed(dtype)) {
     const cudnnDataType_t t = cudnn_type(dtype);
     auto i = [](int64_t v) { return static_cast<int>(v); };
     TG_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
@@ -47,9 +58,10 @@ struct Descriptors {
     TG_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, t, CUDNN_TENSOR_NCHW, i(ws[0]), i(ws[1]), i(ws[2]), i(ws[3])));
     TG_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, i(p.padding[0]), i(p.padding[1]), i(p.stride[0]),
                                                    i(p.stride[1]), i(p.dilation[0]), i(p.dilation[1]),
-                                                   CUDNN_CROSS_CORRELATION, t));
+                                                   CUDNN_CROSS_CORRELATION,
+                                                   dtype == kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT));
     TG_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, i(p.groups)));
-    TG_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
+    TG_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, tensor_cores ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
   }
   ~Descriptors() {
     cudnnDestroyTensorDescriptor(x);
@@ -74,7 +86,7 @@ std::string cache_key(const char* direction, const Shape& xs, const Shape& ws, D
                       const Conv2dParams& p) {
   std::ostringstream k;
   k << direction << '|' << shape_str(xs) << '|' << shape_str(ws) << '|' << dtype_name(dtype) << '|' << device << '|'
-    << p.str();
+    << p.str() << (tensor_cores_allowed(dtype) ? "|tc" : "");
   return k.str();
 }
 
@@ -92,14 +104,14 @@ bool uses_tensor_cores(cudnnMathType_t m) { return m == CUDNN_TENSOR_OP_MATH || 
 // Heuristic suggestions, best first, keeping those cuDNN supports here with their workspace sizes.
 // `query` fills perf results; `size_of` returns the workspace of an algorithm (or fails).
 template <typename Perf, typename Query, typename SizeOf>
-std::vector<Choice> suggestions(int max_count, Query query, SizeOf size_of) {
+std::vector<Choice> suggestions(bool tensor_cores, int max_count, Query query, SizeOf size_of) {
   std::vector<Perf> perf(static_cast<size_t>(std::max(max_count, 1)));
   int returned = 0;
   TG_CUDNN_CHECK(query(static_cast<int>(perf.size()), &returned, perf.data()));
   std::vector<Choice> out;
   for (int i = 0; i < returned; ++i) {
     const Perf& p = perf[static_cast<size_t>(i)];
-    if (p.status != CUDNN_STATUS_SUCCESS || uses_tensor_cores(p.mathType)) continue;
+    if (p.status != CUDNN_STATUS_SUCCESS || (!tensor_cores && uses_tensor_cores(p.mathType))) continue;
     size_t bytes = 0;
     if (size_of(p.algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
     out.push_back({static_cast<int>(p.algo), bytes});
@@ -148,7 +160,7 @@ class SearchWorkspace {
 // heuristics' first choice under capture or when the search finds none.
 // `find(n, &got, perf, ws, bytes)` runs the search.
 template <typename Perf, typename Find>
-Choice pick(const char* what, const std::vector<Choice>& heuristic, size_t search_bytes, Find find) {
+Choice pick(const char* what, bool tensor_cores, const std::vector<Choice>& heuristic, size_t search_bytes, Find find) {
   TG_CHECK(!heuristic.empty(), "[", what, "] cuDNN reports no supported algorithm for this convolution");
   if (capturing()) return heuristic.front();
   TG_CUDA_CHECK(cudaStreamSynchronize(current_stream()));  // the operands are ready before the driver allocation
@@ -158,7 +170,7 @@ Choice pick(const char* what, const std::vector<Choice>& heuristic, size_t searc
   TG_CUDNN_CHECK(find(static_cast<int>(perf.size()), &returned, perf.data(), ws.data(), ws.bytes()));
   for (int i = 0; i < returned; ++i) {
     const Perf& p = perf[static_cast<size_t>(i)];
-    if (p.status == CUDNN_STATUS_SUCCESS && !uses_tensor_cores(p.mathType) && p.memory <= ws.bytes())
+    if (p.status == CUDNN_STATUS_SUCCESS && (tensor_cores || !uses_tensor_cores(p.mathType)) && p.memory <= ws.bytes())
       return {static_cast<int>(p.algo), p.memory};
   }
   return heuristic.front();
@@ -217,12 +229,12 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
       return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, a, bytes);
     };
     const auto heuristic = suggestions<cudnnConvolutionFwdAlgoPerf_t>(
-        count,
+        d.tensor_cores, count,
         [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* out) {
           return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, n, got, out);
         },
         size_of);
-    return pick<cudnnConvolutionFwdAlgoPerf_t>("conv2d", heuristic,
+    return pick<cudnnConvolutionFwdAlgoPerf_t>("conv2d", d.tensor_cores, heuristic,
                                                search_workspace<cudnnConvolutionFwdAlgo_t>(count, size_of),
                                                [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* out, void* ws,
                                                    size_t bytes) {
@@ -264,13 +276,13 @@ void conv2d_backward_input(const Tensor& gy, const Tensor& w, const Tensor& gx, 
       return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, a, bytes);
     };
     const auto heuristic = suggestions<cudnnConvolutionBwdDataAlgoPerf_t>(
-        count,
+        d.tensor_cores, count,
         [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* out) {
           return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, n, got, out);
         },
         size_of);
     return pick<cudnnConvolutionBwdDataAlgoPerf_t>(
-        "conv2d_backward_input", heuristic, search_workspace<cudnnConvolutionBwdDataAlgo_t>(count, size_of),
+        "conv2d_backward_input", d.tensor_cores, heuristic, search_workspace<cudnnConvolutionBwdDataAlgo_t>(count, size_of),
         [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* out, void* ws, size_t bytes) {
           return cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w, w.raw_data(), d.y, gy.raw_data(), d.conv, d.x,
                                                              gx.raw_data(), n, got, out, ws, bytes);
@@ -302,13 +314,13 @@ void conv2d_backward_weight(const Tensor& gy, const Tensor& x, const Tensor& gw,
       return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, bytes);
     };
     const auto heuristic = suggestions<cudnnConvolutionBwdFilterAlgoPerf_t>(
-        count,
+        d.tensor_cores, count,
         [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* out) {
           return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, n, got, out);
         },
         size_of);
     return pick<cudnnConvolutionBwdFilterAlgoPerf_t>(
-        "conv2d_backward_weight", heuristic, search_workspace<cudnnConvolutionBwdFilterAlgo_t>(count, size_of),
+        "conv2d_backward_weight", d.tensor_cores, heuristic, search_workspace<cudnnConvolutionBwdFilterAlgo_t>(count, size_of),
         [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* out, void* ws, size_t bytes) {
           return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x, x.raw_data(), d.y, gy.raw_data(), d.conv, d.w,
                                                                gw.raw_data(), n, got, out, ws, bytes);

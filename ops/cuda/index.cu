@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "ops/factory.h"
+#include "ops/cuda/atomic.cuh"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/device_error.h"
 
@@ -85,14 +86,6 @@ __global__ void index_select_kernel(Geometry g, int64_t n, const T* x, const I* 
   out[out_off] = x[x_off];
 }
 
-template <typename T>
-__device__ void atomic_add(T* p, T v) {
-  if constexpr (std::is_same_v<T, int64_t>) {
-    atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
-  } else {
-    atomicAdd(p, v);
-  }
-}
 
 // walked = source, indexed = out (contiguous).
 template <typename T, typename I>

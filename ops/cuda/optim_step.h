@@ -7,10 +7,12 @@ namespace tg::cuda {
 
 // Updates params/exp_avgs/exp_avg_sqs/steps in place (validated by the op).
 void adam_step(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
-               const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options);
+               const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options,
+               const Tensor& skip_if);
 
+// Each does nothing when skip_if (a defined float32 scalar on the device) is nonzero, as the kernels decide.
 // Updates params (and momentum_buffers, when not empty) in place (validated by the op).
 void sgd_step(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
-              const SgdStepOptions& options);
+              const SgdStepOptions& options, const Tensor& skip_if);
 
 }  // namespace tg::cuda

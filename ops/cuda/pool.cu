@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/cuda/atomic.cuh"
 #include "tensor/cuda/cuda_check.h"
 
 namespace tg::cuda {
@@ -56,7 +57,7 @@ __global__ void avg_backward_kernel(PoolGeometry g, const T* grad, T* gi) {
   const T v = grad[n * g.sN + c * g.sC + oh * g.sH + ow * g.sW] / static_cast<T>(win.divisor);
   T* plane = gi + (n * g.C + c) * g.H * g.W;
   for (int64_t h = win.h0; h < win.h1; ++h)
-    for (int64_t w = win.w0; w < win.w1; ++w) atomicAdd(plane + h * g.W + w, v);
+    for (int64_t w = win.w0; w < win.w1; ++w) atomic_add(plane + h * g.W + w, v);
 }
 
 }  // namespace

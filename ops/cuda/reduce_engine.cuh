@@ -68,17 +68,18 @@ struct StridedElement {
   __host__ __device__ auto operator()(int64_t r) const { return load(r * stride, int64_t{0}, r); }
 };
 
-// Reads x[offset]; a contiguous single-output reduction hands its pointer straight to CUB.
+// Reads x[offset] as its accumulator type (float for 16-bit floats); a contiguous single-output
+// reduction of a type that is its own accumulator hands its pointer straight to CUB.
 template <typename T>
 struct ValueLoad {
   const T* ptr;
-  __host__ __device__ T operator()(int64_t off, int64_t, int64_t) const { return ptr[off]; }
+  __host__ __device__ acc_type<T> operator()(int64_t off, int64_t, int64_t) const { return ptr[off]; }
 };
 
 template <typename Load>
 inline constexpr bool kIsValueLoad = false;
 template <typename T>
-inline constexpr bool kIsValueLoad<ValueLoad<T>> = true;
+inline constexpr bool kIsValueLoad<ValueLoad<T>> = !is_half_v<T>;
 
 // One CUB device-wide reduction of `in` (n items) into store(0, result).
 template <typename Input, typename Acc, typename Combine, typename Store>

@@ -29,9 +29,10 @@ struct IndexStore {
 void minmax_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, bool is_max) {
   TG_DISPATCH_ALL(x.dtype(), is_max ? "amax" : "amin", [&] {
     const detail::ValueLoad<scalar_t> load{x.data_ptr<scalar_t>()};
-    const detail::ValueStore<scalar_t> store{out.data_ptr<scalar_t>(), scalar_t(1), false};
-    if (is_max) detail::reduce(plan, max_identity<scalar_t>(), load, MaxCombine{}, store, x.device());
-    else detail::reduce(plan, min_identity<scalar_t>(), load, MinCombine{}, store, x.device());
+    using acc_t = acc_type<scalar_t>;
+    const detail::ValueStore<scalar_t> store{out.data_ptr<scalar_t>(), acc_t(1), false};
+    if (is_max) detail::reduce(plan, acc_t(max_identity<scalar_t>()), load, MaxCombine{}, store, x.device());
+    else detail::reduce(plan, acc_t(min_identity<scalar_t>()), load, MinCombine{}, store, x.device());
   });
 }
 

@@ -20,18 +20,57 @@ struct SquaredDeviationLoad {
   }
 };
 
+constexpr int kColumns = 32;    // columns per block: one warp reads a row segment coalesced
+constexpr int kRowGroups = 32;  // threads down each column; their partial sums are added in a fixed order
+
+// Sums of the columns of a row-major [rows, cols] matrix (a bias gradient): one 1024-thread block per
+// 32 columns, one pass, where the general engine takes a partial pass and a final pass.
+template <typename T>
+__global__ void column_sum_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, T* __restrict__ out,
+                                  acc_type<T> divisor) {
+  using Acc = acc_type<T>;
+  __shared__ Acc partial[kRowGroups][kColumns];
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * kColumns + threadIdx.x;
+  Acc sum = 0;
+  if (j < cols)
+    for (int64_t i = threadIdx.y; i < rows; i += kRowGroups) sum += static_cast<Acc>(x[i * cols + j]);
+  partial[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < cols) {
+    Acc total = 0;
+    for (int r = 0; r < kRowGroups; ++r) total += partial[r][threadIdx.x];
+    out[j] = static_cast<T>(total / divisor);
+  }
+}
+
+// True when `plan` sums the rows of a row-major matrix: outputs adjacent in memory, one reduced dim
+// whose stride is the row length, and enough of both for the column kernel to fill the device.
+bool is_column_sum(const ReducePlan& p) {
+  return p.kept.ndim == 1 && p.kept.strides[0] == 1 && p.reduced.ndim == 1 && p.reduced.strides[0] == p.n_out &&
+         p.n_out >= kColumns && p.n_red >= kRowGroups;
+}
+
 }  // namespace
 
 void sum_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean) {
   TG_DISPATCH_NUMERIC(out.dtype(), mean ? "mean" : "sum", [&] {
-    const detail::ValueStore<scalar_t> store{out.data_ptr<scalar_t>(), static_cast<scalar_t>(plan.n_red), mean};
-    detail::reduce(plan, scalar_t(0), detail::ValueLoad<scalar_t>{x.data_ptr<scalar_t>()}, SumCombine{}, store,
+    using acc_t = acc_type<scalar_t>;  // 16-bit floats sum in float
+    if (is_floating_v<scalar_t> && is_column_sum(plan)) {
+      const dim3 threads(kColumns, kRowGroups);
+      column_sum_kernel<scalar_t><<<blocks_for(plan.n_out, kColumns), threads, 0, current_stream()>>>(
+          x.data_ptr<scalar_t>(), plan.n_red, plan.n_out, out.data_ptr<scalar_t>(),
+          mean ? static_cast<acc_t>(plan.n_red) : acc_t(1));
+      TG_CUDA_CHECK_LAUNCH();
+      return;
+    }
+    const detail::ValueStore<scalar_t> store{out.data_ptr<scalar_t>(), static_cast<acc_t>(plan.n_red), mean};
+    detail::reduce(plan, acc_t(0), detail::ValueLoad<scalar_t>{x.data_ptr<scalar_t>()}, SumCombine{}, store,
                    x.device());
   });
 }
 
 void var_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, int64_t correction) {
-  TG_DISPATCH_FLOATING(x.dtype(), "var", [&] {
+  TG_DISPATCH_FLOAT_DOUBLE(x.dtype(), "var", [&] {
     const scalar_t* src = x.data_ptr<scalar_t>();
     // Two passes (mean, then squared deviations) avoid the cancellation of E[x^2] - E[x]^2.
     detail::DeviceBuffer<scalar_t> means(plan.n_out, x.device());

@@ -247,7 +247,7 @@ void launch(const RowArgs<T>& args, const Tensor& a, int64_t dim) {
 }  // namespace
 
 void softmax_rows(SoftmaxMode mode, const Tensor& a, const Tensor& b, int64_t dim, Tensor& out) {
-  TG_DISPATCH_FLOATING(a.dtype(), "softmax", [&] {
+  TG_DISPATCH_FLOAT_DOUBLE(a.dtype(), "softmax", [&] {
     const RowArgs<scalar_t> args{a.data_ptr<scalar_t>(), b.defined() ? b.data_ptr<scalar_t>() : nullptr,
                                  out.data_ptr<scalar_t>(), row_geometry(a, dim),
                                  b.defined() ? row_geometry(b, dim) : RowGeometry{}, row_geometry(out, dim)};

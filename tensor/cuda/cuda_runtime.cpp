@@ -70,6 +70,29 @@ void synchronize(int device_index) {
   check_device_error(device_index);
 }
 
+double device_time_ms(const std::function<void()>& queue, int device_index) {
+  DeviceGuard guard(device_index);
+  cudaEvent_t start = nullptr, stop = nullptr;
+  TG_CUDA_CHECK(cudaEventCreate(&start));
+  TG_CUDA_CHECK(cudaEventCreate(&stop));
+  float ms = 0;
+  try {
+    TG_CUDA_CHECK(cudaEventRecord(start, current_stream()));
+    queue();
+    TG_CUDA_CHECK(cudaEventRecord(stop, current_stream()));
+    TG_CUDA_CHECK(cudaEventSynchronize(stop));
+    TG_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  } catch (...) {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    throw;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  check_device_error(device_index);
+  return ms;
+}
+
 void set_device(int device_index) {
   TG_CHECK(device_index >= 0 && device_index < cuda_device_count(), "[set_device] invalid device index ",
            device_index, ": ", cuda_device_count(), " CUDA device(s) visible");
