@@ -39,7 +39,7 @@ bench::StepTrainer make_trainer(const Workload& w, bool compiled, bool fuse = tr
                             compiled, fuse);
 }
 
-// mode 0: eager; 1: compiled; 2: compiled without the epilogue fusions. Besides the step time:
+// mode 0: eager; 1: compiled; 2: compiled without fusions (epilogues, generated elementwise kernels). Besides the step time:
 // peak device memory, the device's own time per step (CUDA events around the timed steps) and, for
 // compiled steps, the kernels the graph replays launch per step.
 void run(benchmark::State& state, const Workload& w, int mode, bool amp = false) {
@@ -98,7 +98,7 @@ void BM_mlp_wide_bf16_step(benchmark::State& state) {
 }
 BENCHMARK(BM_mlp_small_step)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_mlp_wide_step)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_mlp_wide_bf16_step)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_mlp_wide_bf16_step)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_mlp_wide_bf16_losses_vs_fp32)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 // From constructing the compiled functions to the first replay of the forward, backward and

@@ -73,10 +73,22 @@ std::string scalar_literal(const Scalar& s, DType t) {
     case DType::Bool: return s.to<bool>() ? "true" : "false";
     case DType::Int32: return cat("((int)", int64_literal(s.to<int32_t>()), ")");
     case DType::Int64: return int64_literal(s.to<int64_t>());
+    case DType::Float16: return float_literal(static_cast<float>(s.to<Half>()));
+    case DType::BFloat16: return float_literal(static_cast<float>(s.to<BFloat16>()));
     case DType::Float32: return float_literal(s.to<float>());
     case DType::Float64: return double_literal(s.to<double>());
   }
   TG_FAIL("[fused_elementwise] no CUDA constant for dtype ", dtype_name(t));
+}
+
+// `s` as a floating dtype `t` holds it, widened to double.
+double floating_value(const Scalar& s, DType t) {
+  switch (t) {
+    case DType::Float16: return static_cast<float>(s.to<Half>());
+    case DType::BFloat16: return static_cast<float>(s.to<BFloat16>());
+    case DType::Float32: return s.to<float>();
+    default: return s.to<double>();
+  }
 }
 
 // Device functions mirroring ops/functors.h, one per functor, in the same arithmetic order so that
@@ -89,6 +101,15 @@ std::string preamble() {
   const std::string coeff3 = exact_decimal(3 * ew::kGeluCoeff);
   std::string s;
   s += "#define TG_D static __device__ __forceinline__\n";
+  // 16-bit floats are held as their bits and computed in float; conversions round to nearest even
+  // (PTX cvt.rn), as the eager kernels' conversions do.
+  s += R"(TG_D float tg_from_bf16(unsigned short h) { return __uint_as_float(static_cast<unsigned int>(h) << 16); }
+TG_D unsigned short tg_to_bf16(float f) { unsigned short r; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f)); return r; }
+TG_D float tg_from_f16(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+TG_D unsigned short tg_to_f16(float f) { unsigned short r; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f)); return r; }
+TG_D float tg_round_bf16(float f) { return tg_from_bf16(tg_to_bf16(f)); }
+TG_D float tg_round_f16(float f) { return tg_from_f16(tg_to_f16(f)); }
+)";
   // One spelling for float and double math (CUDA's device math library, as the eager kernels use).
   const char* math[][3] = {{"exp", "expf", "exp"},     {"log", "logf", "log"},       {"sin", "sinf", "sin"},
                            {"cos", "cosf", "cos"},     {"tanh", "tanhf", "tanh"},    {"erf", "erff", "erf"},
@@ -157,7 +178,7 @@ template <typename T> TG_D T tg_threshold_backward(T g, T y) { return y > T(0) ?
 std::string pow_expression(const std::string& a, const Scalar& exponent, DType t) {
   const std::string e = scalar_literal(exponent, t);
   if (!is_floating(t)) return call("tg_ipow", a, e);
-  const double v = t == kFloat32 ? static_cast<double>(exponent.to<float>()) : exponent.to<double>();
+  const double v = floating_value(exponent, t);
   if (v == 2.0) return cat("(", a, " * ", a, ")");
   if (v == 3.0) return cat("(", a, " * ", a, " * ", a, ")");
   if (v == 0.5) return call("tg_sqrt", a);
@@ -240,12 +261,33 @@ std::string step_expression(const PointwiseMath& m, std::vector<std::string> arg
   TG_FAIL("[fused_elementwise] unknown pointwise family ", static_cast<int>(m.family));
 }
 
-// `value` (held in `from`'s compute type) as dtype `to`'s compute type.
+// `value` rounded to a 16-bit float dtype's precision (it stays a float); other dtypes as they are.
+std::string rounded(const std::string& value, DType t) {
+  if (t == kFloat16) return call("tg_round_f16", value);
+  if (t == kBFloat16) return call("tg_round_bf16", value);
+  return value;
+}
+
+// `value` (held in `from`'s compute type) as dtype `to`'s compute type, rounded to `to`'s precision.
 std::string converted(const std::string& value, DType from, DType to) {
+  if (from == to) return value;
   const char* from_type = cuda_type_names(from).compute;
   const char* to_type = cuda_type_names(to).compute;
-  if (std::strcmp(from_type, to_type) == 0) return value;
-  return cat("static_cast<", to_type, ">(", value, ")");
+  const std::string cast = std::strcmp(from_type, to_type) == 0 ? value : cat("static_cast<", to_type, ">(", value, ")");
+  return rounded(cast, to);
+}
+
+// An element of an operand in memory (storage type) as its dtype's compute type, and back.
+std::string loaded(const std::string& element, DType t) {
+  if (t == kFloat16) return call("tg_from_f16", element);
+  if (t == kBFloat16) return call("tg_from_bf16", element);
+  return element;
+}
+
+std::string stored(const std::string& value, DType t) {
+  if (t == kFloat16) return call("tg_to_f16", value);
+  if (t == kBFloat16) return call("tg_to_bf16", value);
+  return cat("static_cast<", cuda_type_names(t).storage, ">(", value, ")");
 }
 
 std::string operand_field(size_t k) { return k == 0 ? std::string("out") : cat("in", std::to_string(k - 1)); }
@@ -266,6 +308,8 @@ CudaTypeNames cuda_type_names(DType dtype) {
     case DType::Bool: return {"bool", "bool"};
     case DType::Int32: return {"int", "int"};
     case DType::Int64: return {"long long", "long long"};
+    case DType::Float16:
+    case DType::BFloat16: return {"unsigned short", "float"};
     case DType::Float32: return {"float", "float"};
     case DType::Float64: return {"double", "double"};
   }
@@ -369,8 +413,8 @@ std::string fused_kernel_source(const FusedProgram& program, const FusedGeometry
   }
   for (size_t k = 0; k < nin; ++k) {
     const CudaTypeNames t = cuda_type_names(program.input_dtypes[k]);
-    os << "    const " << t.compute << " in" << k << " = static_cast<" << t.compute << ">(a.in" << k << "["
-       << element_index(g, k + 1) << "]);\n";
+    os << "    const " << t.compute << " in" << k << " = "
+       << loaded(cat("a.in", std::to_string(k), "[", element_index(g, k + 1), "]"), program.input_dtypes[k]) << ";\n";
   }
   for (size_t s = 0; s < program.steps.size(); ++s) {
     const FusedStep& step = program.steps[s];
@@ -386,11 +430,13 @@ std::string fused_kernel_source(const FusedProgram& program, const FusedGeometry
     }
     const DType result = step.math.family == PointwiseFamily::Compare ? kBool : step.math.compute;
     const char* type = cuda_type_names(step.dtype).compute;
-    os << "    const " << type << " t" << s << " = " << converted(step_expression(step.math, args), result, step.dtype)
-       << ";  // " << step.op->name() << "\n";
+    // A step's result is rounded to its dtype as the op's own kernel would store it.
+    const std::string value = result == step.dtype ? rounded(step_expression(step.math, args), step.dtype)
+                                                   : converted(step_expression(step.math, args), result, step.dtype);
+    os << "    const " << type << " t" << s << " = " << value << ";  // " << step.op->name() << "\n";
   }
-  os << "    a.out[" << element_index(g, 0) << "] = static_cast<" << cuda_type_names(out_dtype).storage << ">(t"
-     << program.steps.size() - 1 << ");\n";
+  os << "    a.out[" << element_index(g, 0) << "] = " << stored(cat("t", std::to_string(program.steps.size() - 1)), out_dtype)
+     << ";\n";
   os << "  }\n}\n";
   return os.str();
 }

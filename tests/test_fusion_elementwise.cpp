@@ -312,6 +312,17 @@ TEST(FusedKernelSource, ContiguousOperandsIndexLinearly) {
   EXPECT_NE(src.find("double* out"), std::string::npos) << src;
 }
 
+// 16-bit floats: read as their bits and widened, every step rounded to its dtype, stored narrowed.
+TEST(FusedKernelSource, SixteenBitFloatsComputeInFloatAndRoundEachStep) {
+  auto fn = [](const TensorList& x) { return TensorList{mul(sigmoid(add(x[0], x[1])), x[2].to(kBFloat16))}; };
+  const TracedGroup g = trace_group(fn, {cuda_fake({8, 3}, kBFloat16), cuda_fake({3}, kBFloat16), cuda_fake({8, 3}, kFloat16)});
+  ASSERT_NE(g.op, nullptr);
+  const std::string src = fused_kernel_source(g.op->program(), fused_geometry(g.output, g.inputs));
+  for (const char* piece : {"unsigned short* out", "const float in0 = tg_from_bf16(a.in0[i])", "tg_from_f16(a.in2[i])",
+                            "tg_round_bf16((in0 + in1))", "tg_round_bf16(tg_sigmoid(t0))", "a.out[i] = tg_to_bf16(t3)"})
+    EXPECT_NE(src.find(piece), std::string::npos) << piece << " not in\n" << src;
+}
+
 TEST(FusedKernelSource, LoggedOncePerSignatureWithTgLogsFusion) {
   auto fn = [](const TensorList& x) { return TensorList{mul(exp(x[0]), 0.123456789)}; };
   ::setenv("TG_LOGS", "fusion", 1);
@@ -331,7 +342,7 @@ TEST(FusedKernelSource, LoggedOncePerSignatureWithTgLogsFusion) {
 #ifdef TG_WITH_CUDA
 // NVRTC runs on the host: the generated sources must compile (here to PTX) without a GPU.
 TEST(FusedKernelSource, CompilesWithNvrtc) {
-  for (DType d : {kFloat32, kFloat64}) {
+  for (DType d : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
     const TracedGroup g = trace_group(all_families, {cuda_fake({6, 7}, d), cuda_fake({7}, d), cuda_fake({6, 1}, kInt64)});
     for (bool transposed_input : {false, true}) {
       std::vector<TensorMeta> inputs = g.inputs;
@@ -406,9 +417,19 @@ Tensor cuda_randn(const Shape& s, DType d, bool requires_grad = false) {
   return t;
 }
 
+// Tolerances of fused against unfused graphs: a 16-bit step may round an ulp apart when the
+// generated code contracts into an FMA or holds a constant in float where the op's functor rounds it.
+std::pair<double, double> parity_tolerance(DType d) {
+  switch (d) {
+    case DType::Float64: return {1e-12, 1e-13};
+    case DType::Float16: return {8e-3, 4e-3};
+    case DType::BFloat16: return {4e-2, 3e-2};
+    default: return {2e-5, 2e-6};
+  }
+}
+
 std::vector<Case> gpu_cases(DType d) {
-  const double rtol = d == kFloat64 ? 1e-12 : 2e-5;
-  const double atol = d == kFloat64 ? 1e-13 : 2e-6;
+  const auto [rtol, atol] = parity_tolerance(d);
   std::vector<Case> cases;
   // A chain with an activation whose gradient (gelu_backward) fuses with the chain's gradients.
   cases.push_back({"chain", [](const TensorList& x) { return TensorList{sub(gelu(add(mul(x[0], x[1]), 0.5)), sigmoid(x[1]))}; },
@@ -454,20 +475,21 @@ TEST_P(FusionOnGpu, FusedMatchesUnfusedAndEager) {
 }
 
 INSTANTIATE_TEST_SUITE_P(DtypesAndBackends, FusionOnGpu,
-                         ::testing::Combine(::testing::Values(kFloat32, kFloat64),
+                         ::testing::Combine(::testing::Values(kFloat32, kFloat64, kBFloat16, kFloat16),
                                             ::testing::Values(std::string("aot_eager"), std::string("cudagraphs"))),
                          [](const auto& info) {
                            return std::string(dtype_name(std::get<0>(info.param))) + "_" + std::get<1>(info.param);
                          });
 
 // The fused op's CUDA kernel against the same ops run eagerly on the CPU: every family, float32 and
-// float64, with broadcast, strided and integer inputs.
+// float64 and both 16-bit floats, with broadcast, strided and integer inputs.
 TEST(FusedElementwiseOnGpu, KernelMatchesEagerCpuOps) {
   TG_REQUIRE_CUDA();
-  for (DType d : {kFloat32, kFloat64}) {
+  for (DType d : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
     SCOPED_TRACE(std::string(dtype_name(d)));
-    // The CPU's libm and CUDA's device math differ by an ulp or two per function, over ~40 terms.
-    const double tol = d == kFloat64 ? 1e-11 : 5e-5;
+    // The CPU's libm and CUDA's device math differ by an ulp or two per function, over ~40 terms;
+    // in 16 bits such an ulp can survive the rounding of a step, and the terms sum to about 20.
+    const double tol = d == kFloat64 ? 1e-11 : d == kFloat32 ? 5e-5 : d == kFloat16 ? 4e-2 : 3e-1;
     const TracedGroup g = trace_group(all_families, {cuda_fake({6, 7}, d), cuda_fake({7}, d), cuda_fake({6, 1}, kInt64)});
     ASSERT_NE(g.op, nullptr);
     // The fused node reads the graph inputs in its own order: map them.

@@ -7,7 +7,14 @@
 namespace tg::fuzz {
 namespace {
 
-std::string dtype_literal(DType t) { return t == kFloat64 ? "kFloat64" : "kFloat32"; }
+std::string dtype_literal(DType t) {
+  switch (t) {
+    case DType::Float64: return "kFloat64";
+    case DType::Float16: return "kFloat16";
+    case DType::BFloat16: return "kBFloat16";
+    default: return "kFloat32";
+  }
+}
 
 std::string sizes_literal(const Shape& s) {
   std::string out = "{";
@@ -25,6 +32,15 @@ Shape drawn_sizes(const InputSpec& in) {
 std::string value_name(int v) { return "v" + std::to_string(v); }
 
 }  // namespace
+
+Tolerance tolerance_of(const Program& program) {
+  Tolerance t;
+  for (const InputSpec& in : program.inputs) {
+    if (in.dtype == kBFloat16) t = {5e-2, 5e-2};
+    else if (in.dtype == kFloat16 && t.rtol < 1e-2) t = {1e-2, 1e-2};
+  }
+  return t;
+}
 
 TensorList make_inputs(const Program& program, Device device) {
   manual_seed(program.seed);
@@ -78,9 +94,10 @@ std::string print_program(const Program& program, const std::string& backend, De
   }
   os << "    return TensorList{";
   for (size_t i = 0; i < program.outputs.size(); ++i) os << (i ? ", " : "") << value_name(program.outputs[i]);
+  const Tolerance tol = tolerance_of(program);
   os << "};\n  };\n"
      << "  testing::expect_compiled_matches_eager(fn, {" << args << "}, {.compile = {.backend = \"" << backend
-     << "\"}, .rtol = 1e-4, .atol = 1e-5, .calls = 3, .seed = " << program.seed << "});\n}\n";
+     << "\"}, .rtol = " << tol.rtol << ", .atol = " << tol.atol << ", .calls = 3, .seed = " << program.seed << "});\n}\n";
   return os.str();
 }
 

@@ -59,6 +59,14 @@ struct Program {
   std::vector<int> outputs;  // value indices
 };
 
+// How closely compiled results must match eager ones: float32's bounds, looser where a 16-bit input
+// lets a fused kernel round a step an ulp apart from the op's own kernel.
+struct Tolerance {
+  double rtol = 1e-4;
+  double atol = 1e-5;
+};
+Tolerance tolerance_of(const Program& program);
+
 // The program's inputs on `device`, drawn from the program's seed (the same values every time).
 TensorList make_inputs(const Program& program, Device device);
 // Runs the program's body on `inputs` and returns its outputs.
