@@ -232,7 +232,8 @@ std::vector<bool> CudaGraphExecutor::consumed_inputs(size_t s, const std::vector
     const Tensor& t = env[static_cast<size_t>(v)];
     if (!is_static(v) || !t.defined() || viewed.count(v) || std::find(dying.begin(), dying.end(), v) == dying.end())
       continue;
-    if (t.impl()->storage()->is_fake() || t.impl()->view_base()) continue;
+    // An empty tensor has no memory to give back (and no address to replay by).
+    if (t.numel() == 0 || t.impl()->storage()->is_fake() || t.impl()->view_base()) continue;
     // Held by this run alone: one handle, over a storage no other tensor shares.
     consumed[i] = t.impl_ptr().use_count() == 1 && t.impl()->storage().use_count() == 1;
   }

@@ -1,7 +1,10 @@
 #include "fuzz/fuzz_generator.h"
 
 #include <algorithm>
+#include <cmath>
 
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
 #include "fuzz/fuzz_ops.h"
 #include "graphs/testing/parity.h"
 
@@ -24,6 +27,58 @@ int draw_value(Rng& rng, size_t count) {
   const auto n = static_cast<int64_t>(count);
   if (rng.chance(0.5)) return static_cast<int>(rng.between(std::max<int64_t>(0, n - 3), n - 1));
   return static_cast<int>(rng.between(0, n - 1));
+}
+
+// Eager outputs and input gradients of the program on `inputs` (as float64 values), with random
+// ops seeded by the program and the backward weighted by fixed float64 draws.
+std::vector<std::vector<double>> eager_values(const Program& program, const TensorList& inputs) {
+  manual_seed(program.seed);
+  const TensorList outputs = run_program(program, inputs);
+  TensorList diff, weights;
+  manual_seed(program.seed + 1);
+  for (const Tensor& out : outputs) {
+    if (!out.requires_grad()) continue;
+    diff.push_back(out);
+    NoGradGuard no_grad;
+    weights.push_back(rand(out.sizes(), {.dtype = kFloat64, .device = out.device()}).to(out.dtype()));
+  }
+  if (!diff.empty()) backward(diff, weights);
+  std::vector<std::vector<double>> values;
+  for (const Tensor& out : outputs) values.push_back(out.detach().to_vector<double>());
+  for (const Tensor& in : inputs)
+    if (in.requires_grad()) values.push_back(in.grad().defined() ? in.grad().to_vector<double>() : std::vector<double>{});
+  return values;
+}
+
+// Whether eager mode at the program's precision stays within `tol` of eager mode on float64 copies.
+bool eager_is_stable(const Program& program, Device device, const Tolerance& tol) {
+  bool all_float64 = true;
+  for (const InputSpec& in : program.inputs) all_float64 = all_float64 && in.dtype == kFloat64;
+  if (all_float64) return true;
+  const TensorList inputs = make_inputs(program, device);
+  TensorList wide;
+  for (const Tensor& x : inputs) {
+    Tensor w = x.detach().to(kFloat64);
+    if (x.requires_grad()) w.requires_grad_(true);
+    wide.push_back(w);
+  }
+  std::vector<std::vector<double>> actual, reference;
+  try {
+    actual = eager_values(program, inputs);
+    reference = eager_values(program, wide);
+  } catch (const Error&) {
+    return false;
+  }
+  if (actual.size() != reference.size()) return false;
+  for (size_t k = 0; k < actual.size(); ++k) {
+    if (actual[k].size() != reference[k].size()) return false;
+    for (size_t i = 0; i < actual[k].size(); ++i) {
+      const double a = actual[k][i], e = reference[k][i];
+      if ((std::isnan(a) && std::isnan(e)) || (std::isinf(e) && a == e)) continue;
+      if (!(std::abs(a - e) <= tol.atol + tol.rtol * std::abs(e))) return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -82,6 +137,7 @@ FuzzResult check_program(const Program& program, const std::string& backend, Dev
   const testing::ParityReport report = testing::compare_compiled_with_eager(fn, inputs, options);
   if (report.eager_error) return {Verdict::EagerRaised, *report.eager_error};
   if (!report.difference) return {Verdict::Match, {}};
+  if (!eager_is_stable(program, device, tol)) return {Verdict::EagerUnstable, *report.difference};
   return {Verdict::Mismatch, *report.difference + "\nReproducer:\n" + print_program(program, backend, device)};
 }
 
