@@ -1,8 +1,8 @@
 // Matrix products on the CPU over the tensors' own memory (no copies: the operands' layouts were
-// already resolved to row- or column-major with a leading dimension). float32/float64 go to the
-// BLAS when one was found at build time (OpenBLAS picks its kernels for the running CPU, so a
-// portable build still uses AVX2/AVX-512 where present); Eigen maps serve the rest. 16-bit floats
-// are widened to float, multiplied, and rounded once.
+// already resolved to row- or column-major with a leading dimension). float32/float64 go to
+// OpenBLAS when it was found at build time (opened with the kernels for the running CPU, so a
+// portable build still uses AVX2/AVX-512 where present: ops/cpu/openblas.h); Eigen maps serve the
+// rest. 16-bit floats are widened to float, multiplied, and rounded once.
 #include <Eigen/Core>
 
 #include <cstdint>
@@ -13,9 +13,7 @@
 #include "ops/cpu/threads.h"
 #include "ops/gemm.h"
 
-#ifdef TG_WITH_CBLAS
-#include <cblas.h>
-#endif
+#include "ops/cpu/openblas.h"
 
 namespace tg {
 namespace {
@@ -59,7 +57,7 @@ void eigen_gemm_typed(const Gemm& g) {
 #ifdef TG_WITH_CBLAS
 // C[n, m] = alpha * A[n, k] @ B[k, m] (+ C when beta is 1), row-major, per matrix of the batch.
 template <typename T>
-void blas_gemm(const Gemm& g) {
+void blas_gemm(const cpu::OpenBlas& blas, const Gemm& g) {
   cpu::apply_thread_setting_once();
   const T* pa = static_cast<const T*>(g.a.data);
   const T* pb = static_cast<const T*>(g.b.data);
@@ -73,10 +71,10 @@ void blas_gemm(const Gemm& g) {
     const T* b = pb + i * g.b.batch_stride;
     T* c = pc + i * g.out_batch_stride;
     if constexpr (std::is_same_v<T, float>) {
-      cblas_sgemm(CblasRowMajor, ta, tb, n, m, k, static_cast<float>(g.alpha), a, lda, b, ldb,
+      blas.sgemm(CblasRowMajor, ta, tb, n, m, k, static_cast<float>(g.alpha), a, lda, b, ldb,
                   static_cast<float>(g.beta), c, ldc);
     } else {
-      cblas_dgemm(CblasRowMajor, ta, tb, n, m, k, g.alpha, a, lda, b, ldb, g.beta, c, ldc);
+      blas.dgemm(CblasRowMajor, ta, tb, n, m, k, g.alpha, a, lda, b, ldb, g.beta, c, ldc);
     }
   }
 }
@@ -139,7 +137,8 @@ void cpu_gemm(const Gemm& g) {
   TG_DISPATCH_FLOATING(g.dtype, "mm", [&] {
 #ifdef TG_WITH_CBLAS
     if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
-      if (blas_accepts(g)) return blas_gemm<scalar_t>(g);
+      const cpu::OpenBlas* blas = cpu::openblas();
+      if (blas != nullptr && blas_accepts(g)) return blas_gemm<scalar_t>(*blas, g);
     }
 #endif
     eigen_gemm_typed<scalar_t>(g);

@@ -5,11 +5,8 @@
 #include <atomic>
 #include <mutex>
 
+#include "ops/cpu/openblas.h"
 #include "tensor/check.h"
-
-#ifdef TG_WITH_CBLAS
-#include <cblas.h>
-#endif
 
 namespace tg {
 namespace {
@@ -20,7 +17,7 @@ std::once_flag g_applied;
 void apply(int n) {
   Eigen::setNbThreads(n);
 #ifdef TG_WITH_CBLAS
-  openblas_set_num_threads(n);
+  if (const cpu::OpenBlas* blas = cpu::openblas()) blas->set_num_threads(n);
 #endif
 }
 
