@@ -431,8 +431,12 @@ std::string fused_kernel_source(const FusedProgram& program, const FusedGeometry
     const DType result = step.math.family == PointwiseFamily::Compare ? kBool : step.math.compute;
     const char* type = cuda_type_names(step.dtype).compute;
     // A step's result is rounded to its dtype as the op's own kernel would store it.
-    const std::string value = result == step.dtype ? rounded(step_expression(step.math, args), step.dtype)
-                                                   : converted(step_expression(step.math, args), result, step.dtype);
+    // (A cast's operand was converted to the step's compute dtype already.)
+    const std::string expr = step_expression(step.math, args);
+    const bool exact = step.math.family == PointwiseFamily::Convert;
+    const std::string value = result != step.dtype ? converted(expr, result, step.dtype)
+                              : exact              ? expr
+                                                   : rounded(expr, step.dtype);
     os << "    const " << type << " t" << s << " = " << value << ";  // " << step.op->name() << "\n";
   }
   os << "    a.out[" << element_index(g, 0) << "] = " << stored(cat("t", std::to_string(program.steps.size() - 1)), out_dtype)
