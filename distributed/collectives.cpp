@@ -42,8 +42,8 @@ class AllReduceOp final : public CollectiveOp {
     check_input(in[0]);
     TG_CHECK(op_ != ReduceOp::Avg || is_floating(in[0].dtype()), "[", name(), "] avg needs a floating dtype, got ",
              dtype_name(in[0].dtype()));
-    if (has(kInPlace)) return {meta_of(in[0])};
-    return {contiguous_meta(in[0].sizes(), in[0].dtype(), in[0].device())};
+    if (has(kInPlace)) return single_output(meta_of(in[0]));
+    return single_output(contiguous_meta(in[0].sizes(), in[0].dtype(), in[0].device()));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     group_->all_reduce(in[0].contiguous(), out[0], op_);
@@ -68,7 +68,7 @@ class BroadcastOp final : public CollectiveOp {
     check_input(in[0]);
     TG_CHECK(root_ >= 0 && root_ < group_->world_size(), "[broadcast_] root ", root_, " is not a rank of a group of ",
              group_->world_size());
-    return {meta_of(in[0])};
+    return single_output(meta_of(in[0]));
   }
   void eval(const TensorList& in, TensorList& out) const override { group_->broadcast(in[0], out[0], root_); }
   std::string attrs() const override { return "root=" + std::to_string(root_); }
@@ -84,7 +84,7 @@ class AllGatherOp final : public CollectiveOp {
     check_input(in[0]);
     Shape sizes = in[0].sizes();
     sizes.insert(sizes.begin(), group_->world_size());
-    return {contiguous_meta(sizes, in[0].dtype(), in[0].device())};
+    return single_output(contiguous_meta(sizes, in[0].dtype(), in[0].device()));
   }
   void eval(const TensorList& in, TensorList& out) const override { group_->all_gather(in[0].contiguous(), out[0]); }
   TensorList backward(const BackwardContext&, const TensorList& grads) const override {
@@ -104,7 +104,7 @@ class ReduceScatterOp final : public CollectiveOp {
     TG_CHECK(op_ != ReduceOp::Avg || is_floating(t.dtype()), "[reduce_scatter] avg needs a floating dtype, got ",
              dtype_name(t.dtype()));
     const Shape sizes(t.sizes().begin() + 1, t.sizes().end());
-    return {contiguous_meta(sizes, t.dtype(), t.device())};
+    return single_output(contiguous_meta(sizes, t.dtype(), t.device()));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     group_->reduce_scatter(in[0].contiguous(), out[0], op_);
@@ -139,7 +139,7 @@ class BucketAverageOp final : public CollectiveOp {
                dtype_name(in[0].dtype()), " on ", in[0].device().str(), " like tensor 0");
       total += in[i].numel();
     }
-    return {contiguous_meta({total}, in[0].dtype(), in[0].device())};
+    return single_output(contiguous_meta({total}, in[0].dtype(), in[0].device()));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     TensorList dense;

@@ -38,7 +38,7 @@ std::vector<TensorMeta> FunctionalizedOp::infer(const TensorList& inputs) const 
     args[m] = stand_in;
     TensorList outs{stand_in};
     inplace_->eval(args, outs);
-    return {contiguous_meta(stand_in.sizes(), stand_in.dtype(), t.device())};
+    return single_output(contiguous_meta(stand_in.sizes(), stand_in.dtype(), t.device()));
   }
   inplace_->infer(inputs);  // validates exactly as the in-place op would
   std::vector<TensorMeta> outs;
@@ -123,7 +123,7 @@ const OpSchema& SnapshotOp::schema() const {
 }
 
 std::vector<TensorMeta> SnapshotOp::infer(const TensorList& inputs) const {
-  return {contiguous_meta(inputs[0].sizes(), inputs[0].dtype(), inputs[0].device())};
+  return single_output(contiguous_meta(inputs[0].sizes(), inputs[0].dtype(), inputs[0].device()));
 }
 
 void SnapshotOp::eval(const TensorList& inputs, TensorList& outputs) const { outputs[0].copy_(inputs[0]); }
@@ -136,7 +136,7 @@ const OpSchema& WriteBackOp::schema() const {
 std::vector<TensorMeta> WriteBackOp::infer(const TensorList& inputs) const {
   TG_CHECK(inputs[0].sizes() == inputs[1].sizes(), "[copy_back_] final value has sizes ",
            shape_str(inputs[1].sizes()), " but the input has sizes ", shape_str(inputs[0].sizes()));
-  return {meta_of(inputs[0])};
+  return single_output(meta_of(inputs[0]));
 }
 
 void WriteBackOp::eval(const TensorList& inputs, TensorList& outputs) const { outputs[0].copy_(inputs[1]); }

@@ -12,7 +12,7 @@ const OpSchema& StageToDeviceOp::schema() const {
 }
 
 std::vector<TensorMeta> StageToDeviceOp::infer(const TensorList& inputs) const {
-  return {contiguous_meta(inputs[0].sizes(), inputs[0].dtype(), device_)};
+  return single_output(contiguous_meta(inputs[0].sizes(), inputs[0].dtype(), device_));
 }
 
 void StageToDeviceOp::eval(const TensorList& inputs, TensorList& outputs) const { outputs[0].copy_(inputs[0]); }

@@ -2,6 +2,8 @@
 // fused gradient kernels of tanh, sigmoid, relu and gelu, which are binary ops of (grad, value).
 #include "ops/binary.h"
 
+#include <array>
+
 #include "ops/compare.h"
 #include "ops/cpu/loops.h"
 #include "ops/dispatch.h"
@@ -72,19 +74,26 @@ class BinaryOp final : public Op {
   }
 
   std::vector<TensorMeta> infer(const TensorList& in) const override {
+    if (inplace_) {
+      validate_in_place(in);
+      return single_output(meta_of(in[0]));
+    }
     const char* op = schema().name.data();
     const DType r = result_dtype(in);
     validate(op, r);
-    if (inplace_) {
-      if (side_ == ScalarSide::None) {
-        check_inplace(op, in[0], {&in[1]}, r);
-      } else {
-        check_inplace(op, in[0], {}, r);
-      }
-      return {meta_of(in[0])};
+    if (side_ != ScalarSide::None) return single_output(elementwise_meta(op, {&in[0]}, r));
+    return single_output(elementwise_meta(op, {&in[0], &in[1]}, r));
+  }
+
+  void validate_in_place(const TensorList& in) const override {
+    const char* op = schema().name.data();
+    const DType r = result_dtype(in);
+    validate(op, r);
+    if (side_ == ScalarSide::None) {
+      check_inplace(op, in[0], {&in[1]}, r);
+    } else {
+      check_inplace(op, in[0], {}, r);
     }
-    if (side_ != ScalarSide::None) return {elementwise_meta(op, {&in[0]}, r)};
-    return {elementwise_meta(op, {&in[0], &in[1]}, r)};
   }
 
   void eval(const TensorList& in, TensorList& out) const override {
@@ -283,7 +292,25 @@ class BinaryOp final : public Op {
   Scalar scalar_;
 };
 
+constexpr int kBinaryKinds = static_cast<int>(BinaryKind::GeluTanhBackward) + 1;
+
+// True for the default alpha (integer 1), the case every op but a scaled add or sub takes.
+bool is_unit_alpha(const Scalar& alpha) { return alpha.kind() == ScalarKind::Integral && alpha.to_int() == 1; }
+
+// The op of two tensor operands with the default alpha: immutable and the same on every call, so
+// one shared instance per kind and mode spares each eager call an allocation.
+const OpPtr& plain_binary_op(BinaryKind kind, bool inplace) {
+  static const auto table = [] {
+    std::array<std::array<OpPtr, 2>, kBinaryKinds> t;
+    for (int k = 0; k < kBinaryKinds; ++k)
+      for (int i = 0; i < 2; ++i) t[k][i] = std::make_shared<const BinaryOp>(static_cast<BinaryKind>(k), i == 1, Scalar(1));
+    return t;
+  }();
+  return table[static_cast<size_t>(kind)][inplace ? 1 : 0];
+}
+
 Tensor binary(BinaryKind kind, const Tensor& a, const Tensor& b, Scalar alpha = 1) {
+  if (is_unit_alpha(alpha)) return dispatch1(plain_binary_op(kind, false), {a, b});
   return call_op<BinaryOp>({a, b}, kind, false, alpha);
 }
 
@@ -292,7 +319,11 @@ Tensor binary_scalar(BinaryKind kind, const Tensor& a, Scalar s, ScalarSide side
 }
 
 Tensor& binary_(BinaryKind kind, Tensor& a, const Tensor& b, Scalar alpha = 1) {
-  call_op<BinaryOp>({a, b}, kind, true, alpha);
+  if (is_unit_alpha(alpha)) {
+    dispatch(plain_binary_op(kind, true), {a, b});
+  } else {
+    call_op<BinaryOp>({a, b}, kind, true, alpha);
+  }
   return a;
 }
 

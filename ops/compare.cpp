@@ -32,8 +32,8 @@ class CompareOp final : public Op {
 
   std::vector<TensorMeta> infer(const TensorList& in) const override {
     const char* op = schema().name.data();
-    if (has_scalar_) return {elementwise_meta(op, {&in[0]}, kBool)};
-    return {elementwise_meta(op, {&in[0], &in[1]}, kBool)};
+    if (has_scalar_) return single_output(elementwise_meta(op, {&in[0]}, kBool));
+    return single_output(elementwise_meta(op, {&in[0], &in[1]}, kBool));
   }
 
   void eval(const TensorList& in, TensorList& out) const override {
@@ -110,7 +110,7 @@ class WhereOp final : public Op {
   std::vector<TensorMeta> infer(const TensorList& in) const override {
     TG_CHECK(in[0].dtype() == kBool, "[where] expected condition to be a boolean tensor, but got a tensor with dtype ",
              dtype_name(in[0].dtype()));
-    return {elementwise_meta("where", {&in[0], &in[1], &in[2]}, result_type({&in[1], &in[2]}))};
+    return single_output(elementwise_meta("where", {&in[0], &in[1], &in[2]}, result_type({&in[1], &in[2]})));
   }
 
   void eval(const TensorList& in, TensorList& out) const override {

@@ -82,7 +82,7 @@ class Conv2dOp final : public Op {
     if (has_bias_)
       TG_CHECK(in[2].sizes() == Shape{in[1].size(0)}, "[conv2d] expected bias of shape [", in[1].size(0),
                "] (out_channels), got ", shape_str(in[2].sizes()));
-    return {contiguous_meta(out, in[0].dtype(), common_device("conv2d", in))};
+    return single_output(contiguous_meta(out, in[0].dtype(), common_device("conv2d", in)));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     if (out[0].numel() == 0) return;
@@ -114,7 +114,7 @@ class Conv2dBackwardInputOp final : public Op {
     const Shape out = conv_output_sizes("conv2d_backward_input", input_sizes_, in[1].sizes(), p_);
     TG_CHECK(in[0].sizes() == out, "[conv2d_backward_input] expected grad_output of shape ", shape_str(out),
              ", got ", shape_str(in[0].sizes()));
-    return {contiguous_meta(input_sizes_, in[0].dtype(), common_device("conv2d_backward_input", in))};
+    return single_output(contiguous_meta(input_sizes_, in[0].dtype(), common_device("conv2d_backward_input", in)));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     if (out[0].numel() == 0) return;
@@ -145,7 +145,7 @@ class Conv2dBackwardWeightOp final : public Op {
     const Shape out = conv_output_sizes("conv2d_backward_weight", in[1].sizes(), weight_sizes_, p_);
     TG_CHECK(in[0].sizes() == out, "[conv2d_backward_weight] expected grad_output of shape ", shape_str(out),
              ", got ", shape_str(in[0].sizes()));
-    return {contiguous_meta(weight_sizes_, in[0].dtype(), common_device("conv2d_backward_weight", in))};
+    return single_output(contiguous_meta(weight_sizes_, in[0].dtype(), common_device("conv2d_backward_weight", in)));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     if (out[0].numel() == 0) return;

@@ -102,7 +102,7 @@ class CopyOp final : public Op {
     TG_CHECK(broadcasts_to(src.sizes(), dst.sizes()), "[copy_] source of shape ", shape_str(src.sizes()),
              " cannot be broadcast to the destination shape ", shape_str(dst.sizes()));
     check_no_partial_overlap("copy_", dst, src);
-    return {meta_of(dst)};
+    return single_output(meta_of(dst));
   }
 
   void eval(const TensorList& in, TensorList& out) const override { copy_kernel(out[0], in[1]); }
@@ -191,7 +191,7 @@ class FillOp final : public Op {
  public:
   explicit FillOp(Scalar value) : value_(value) {}
   const OpSchema& schema() const override { return kFillSchema; }
-  std::vector<TensorMeta> infer(const TensorList& in) const override { return {meta_of(in[0])}; }
+  std::vector<TensorMeta> infer(const TensorList& in) const override { return single_output(meta_of(in[0])); }
 
   void eval(const TensorList&, TensorList& out) const override {
     const TensorIter it = TensorIter::make(out[0], {});

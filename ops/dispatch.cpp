@@ -108,6 +108,15 @@ void check_multi_write(const Op& op, const TensorList& inputs) {
   }
 }
 
+// The outputs' metadata; for ops writing an input (whose output is that input) only the checks.
+std::vector<TensorMeta> infer_outputs(const Op& op, const TensorList& inputs) {
+  if (op.schema().mutates >= 0) {
+    op.validate_in_place(inputs);
+    return {};
+  }
+  return op.infer(inputs);
+}
+
 }  // namespace
 
 std::vector<int> mutated_inputs(const OpSchema& s) {
@@ -120,7 +129,7 @@ std::vector<int> mutated_inputs(const OpSchema& s) {
 }
 
 TensorList run_kernel(const Op& op, const TensorList& inputs, bool fake) {
-  std::vector<TensorMeta> metas = op.infer(inputs);
+  std::vector<TensorMeta> metas = infer_outputs(op, inputs);
   TensorList outputs = make_outputs(op, inputs, metas, fake);
   if (should_run_kernel(op, inputs, outputs)) op.eval(inputs, outputs);
   bump_written_versions(op.schema(), outputs);
@@ -131,7 +140,7 @@ TensorList dispatch(const OpPtr& op, TensorList inputs) {
   const OpSchema& s = op->schema();
   OpObserver* const obs = t_observer;
   if (obs) obs->before_op(op, inputs);
-  std::vector<TensorMeta> metas = op->infer(inputs);
+  std::vector<TensorMeta> metas = infer_outputs(*op, inputs);
   const bool recording = is_grad_enabled() && !op->has(kNonDifferentiable) && any_requires_grad(inputs);
   Tensor original_target;  // for in-place ops recorded on the tape: the value before the write
   if (!s.also_mutates.empty()) check_multi_write(*op, inputs);

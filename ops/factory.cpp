@@ -103,7 +103,7 @@ class FullOp final : public Op {
 
   std::vector<TensorMeta> infer(const TensorList&) const override {
     check_factory_sizes(name(), sizes_);
-    return {contiguous_meta(sizes_, dtype_, device_)};
+    return single_output(contiguous_meta(sizes_, dtype_, device_));
   }
 
   void eval(const TensorList&, TensorList& outputs) const override {
@@ -157,7 +157,7 @@ class ArangeOp final : public Op {
              (step_ > 0 ? " is below" : " is above"), " start ", start_, " but step ", step_, " is ",
              (step_ > 0 ? "positive" : "negative"), "; the bounds are inconsistent with the step sign");
     TG_CHECK(dtype_ != kBool, "[arange] expected a numeric dtype, got bool");
-    return {contiguous_meta({count()}, dtype_, device_)};
+    return single_output(contiguous_meta({count()}, dtype_, device_));
   }
 
   void eval(const TensorList&, TensorList& outputs) const override {

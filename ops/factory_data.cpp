@@ -32,7 +32,7 @@ class FromDataOp final : public Op {
     TG_CHECK(static_cast<int64_t>(bytes_->size()) == shape_numel(sizes_) * dtype_size(dtype_),
              "[tensor] holds ", bytes_->size(), " bytes, but sizes ", shape_str(sizes_), " of ", dtype_name(dtype_),
              " need ", shape_numel(sizes_) * dtype_size(dtype_));
-    return {contiguous_meta(sizes_, dtype_, device_)};
+    return single_output(contiguous_meta(sizes_, dtype_, device_));
   }
 
   void eval(const TensorList&, TensorList& outputs) const override {

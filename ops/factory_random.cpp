@@ -78,7 +78,7 @@ class RandomOp final : public Op {
 
   std::vector<TensorMeta> infer(const TensorList&) const override {
     validate();
-    return {contiguous_meta(sizes_, dtype_, device_)};
+    return single_output(contiguous_meta(sizes_, dtype_, device_));
   }
 
   void eval(const TensorList&, TensorList& outputs) const override {

@@ -94,7 +94,7 @@ class IndexSelectOp final : public Op {
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
     const int64_t d = check_index("index_select", in[0], dim_, in[1]);
-    return {contiguous_meta(with_dim_size(in[0], d, in[1].numel()), in[0].dtype(), in[0].device())};
+    return single_output(contiguous_meta(with_dim_size(in[0], d, in[1].numel()), in[0].dtype(), in[0].device()));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     const Tensor& x = in[0];
@@ -147,7 +147,7 @@ class IndexAddOp final : public Op {
     TG_CHECK(scalar_ok || source.sizes() == expected, "[index_add] source of sizes ", shape_str(source.sizes()),
              " does not match ", shape_str(expected), " (self sizes ", shape_str(x.sizes()), " with dim ", d,
              " replaced by the index length ", index.numel(), ")");
-    return {contiguous_meta(x.sizes(), x.dtype(), x.device())};
+    return single_output(contiguous_meta(x.sizes(), x.dtype(), x.device()));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     const Tensor &x = in[0], &index = in[1], &source = in[2];

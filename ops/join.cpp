@@ -39,7 +39,7 @@ class CatOp final : public Op {
       shapes.push_back(&in[i].sizes());
     }
     const int64_t d = cat_dim(shapes, dim_);
-    if (d < 0) return {contiguous_meta({0}, dtype, device)};
+    if (d < 0) return single_output(contiguous_meta({0}, dtype, device));
     size_t ref = 0;
     while (skipped_by_cat(in[ref].sizes())) ++ref;
     Shape out = in[ref].sizes();
@@ -57,7 +57,7 @@ class CatOp final : public Op {
       }
       out[static_cast<size_t>(d)] += s[static_cast<size_t>(d)];
     }
-    return {contiguous_meta(std::move(out), dtype, device)};
+    return single_output(contiguous_meta(std::move(out), dtype, device));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     const int64_t d = wrap_dim(dim_, out[0].dim(), "cat");

@@ -84,7 +84,7 @@ class NllLossOp final : public Op {
     check_floating("nll_loss", in[0]);
     check_nll_args("nll_loss", in[0], in[1]);
     const Shape out = reduction_ == Reduction::None ? in[1].sizes() : Shape{};
-    return {contiguous_meta(out, in[0].dtype(), common_device("nll_loss", in))};
+    return single_output(contiguous_meta(out, in[0].dtype(), common_device("nll_loss", in)));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
@@ -131,7 +131,7 @@ class NllLossBackwardOp final : public Op {
     const Shape expected = reduction_ == Reduction::None ? in[1].sizes() : Shape{};
     TG_CHECK(in[0].sizes() == expected, "[nll_loss_backward] expected grad_output of shape ", shape_str(expected),
              ", got ", shape_str(in[0].sizes()));
-    return {contiguous_meta(input_sizes_, in[0].dtype(), common_device("nll_loss_backward", in))};
+    return single_output(contiguous_meta(input_sizes_, in[0].dtype(), common_device("nll_loss_backward", in)));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
@@ -185,7 +185,7 @@ class CrossEntropyBackwardOp final : public Op {
     const Shape expected = reduction_ == Reduction::None ? in[2].sizes() : Shape{};
     TG_CHECK(in[0].sizes() == expected, "[cross_entropy_backward] expected grad_output of shape ",
              shape_str(expected), ", got ", shape_str(in[0].sizes()));
-    return {contiguous_meta(in[1].sizes(), in[1].dtype(), common_device("cross_entropy_backward", in))};
+    return single_output(contiguous_meta(in[1].sizes(), in[1].dtype(), common_device("cross_entropy_backward", in)));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32

@@ -150,7 +150,7 @@ class MmOp final : public Op {
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
     const Device dev = check_mm("mm", in[0], in[1]);
-    return {contiguous_meta({in[0].size(0), in[1].size(1)}, in[0].dtype(), dev)};
+    return single_output(contiguous_meta({in[0].size(0), in[1].size(1)}, in[0].dtype(), dev));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     gemm_2d(out[0], in[0].size(0), in[1].size(1), in[0].size(1), in[0], false, in[1], false, 1.0, nullptr, 0.0);
@@ -178,7 +178,7 @@ class BmmOp final : public Op {
     const Device dev = common_device("bmm", in);
     TG_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "[bmm] expected size for first two dimensions of "
              "batch2 tensor to be: [", a.size(0), ", ", a.size(2), "] but got: [", b.size(0), ", ", b.size(1), "].");
-    return {contiguous_meta({a.size(0), a.size(1), b.size(2)}, a.dtype(), dev)};
+    return single_output(contiguous_meta({a.size(0), a.size(1), b.size(2)}, a.dtype(), dev));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     Tensor keep_a, keep_b;
@@ -224,7 +224,7 @@ class AddmmOp final : public Op {
     const Shape out_sizes{in[1].size(0), in[2].size(1)};
     TG_CHECK(bias.dim() <= 2 && broadcast_shapes(bias.sizes(), out_sizes, "addmm") == out_sizes, "[addmm] bias of "
              "shape ", shape_str(bias.sizes()), " cannot broadcast to the output shape ", shape_str(out_sizes));
-    return {contiguous_meta(out_sizes, bias.dtype(), dev)};
+    return single_output(contiguous_meta(out_sizes, bias.dtype(), dev));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     const int64_t n = in[1].size(0), k = in[1].size(1), m = in[2].size(1);
@@ -288,7 +288,7 @@ class LinearOp final : public Op {
       TG_CHECK(b.dim() <= 1 && (b.numel() == 1 || b.numel() == w.size(0)), "[linear] expected bias of shape [",
                w.size(0), "] (out_features), got ", shape_str(b.sizes()));
     }
-    return {contiguous_meta(std::move(out_sizes), x.dtype(), dev)};
+    return single_output(contiguous_meta(std::move(out_sizes), x.dtype(), dev));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     const Tensor& x = in[0];

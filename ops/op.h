@@ -58,6 +58,9 @@ class Op {
   virtual const OpSchema& schema() const = 0;
   // Output metadata from input metadata alone; validates and throws tg::Error on bad input.
   virtual std::vector<TensorMeta> infer(const TensorList& inputs) const = 0;
+  // For ops that write an input (whose outputs are that input): validates exactly as infer() does,
+  // without building metadata the dispatcher has no use for. Hot in-place ops override it.
+  virtual void validate_in_place(const TensorList& inputs) const { (void)infer(inputs); }
   // Fills `outputs` (allocated by the dispatcher, or views/in-place targets) from `inputs`.
   virtual void eval(const TensorList& inputs, TensorList& outputs) const = 0;
   // Gradients w.r.t. each input given gradients w.r.t. each output, written with tg ops so the

@@ -197,7 +197,7 @@ class AvgPoolBackwardOp final : public Op {
     const Shape expected{g.N, g.C, g.OH, g.OW};
     TG_CHECK(in[0].sizes() == expected, "[", schema().name, "] grad_output of shape ", shape_str(in[0].sizes()),
              " does not match the pooled shape ", shape_str(expected));
-    return {contiguous_meta(in_sizes_, in[0].dtype(), in[0].device())};
+    return single_output(contiguous_meta(in_sizes_, in[0].dtype(), in[0].device()));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     const PoolGeometry g = geometry(in[0]);

@@ -31,7 +31,7 @@ class MinMaxOp final : public DimReduceOp {
                " to have non-zero size (input shape ", shape_str(x.sizes()), "): the ", is_max_ ? "maximum" : "minimum",
                " of no elements is undefined");
     }
-    return {contiguous_meta(reduced_sizes(x.sizes(), m, keepdim_), x.dtype(), x.device())};
+    return single_output(contiguous_meta(reduced_sizes(x.sizes(), m, keepdim_), x.dtype(), x.device()));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     const Tensor& x = in[0];
@@ -87,7 +87,7 @@ class ArgmaxOp final : public Op {
       TG_CHECK(x.sizes()[static_cast<size_t>(d)] != 0, "[argmax] expected reduction dim ", d,
                " to have non-zero size (input shape ", shape_str(x.sizes()), ")");
     }
-    return {contiguous_meta(reduced_sizes(x.sizes(), m, keepdim_), kInt64, x.device())};
+    return single_output(contiguous_meta(reduced_sizes(x.sizes(), m, keepdim_), kInt64, x.device()));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     const Tensor& x = in[0];

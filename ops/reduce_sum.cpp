@@ -55,7 +55,7 @@ class SumOp final : public DimReduceOp {
   std::vector<TensorMeta> infer(const TensorList& in) const override {
     const Tensor& x = in[0];
     const auto m = mask(x.dim());
-    return {contiguous_meta(reduced_sizes(x.sizes(), m, keepdim_), sum_dtype(x.dtype(), dtype_), x.device())};
+    return single_output(contiguous_meta(reduced_sizes(x.sizes(), m, keepdim_), sum_dtype(x.dtype(), dtype_), x.device()));
   }
   void eval(const TensorList& in, TensorList& out) const override { run_sum(in[0], mask(in[0].dim()), out[0], false); }
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override {
@@ -84,7 +84,7 @@ class MeanOp final : public DimReduceOp {
     TG_CHECK(is_floating(x.dtype()), "[mean] could not infer output dtype: input dtype must be floating point "
              "(float16, bfloat16, float32 or float64), got ", dtype_name(x.dtype()), "; convert with to(kFloat32) first");
     const auto m = mask(x.dim());
-    return {contiguous_meta(reduced_sizes(x.sizes(), m, keepdim_), x.dtype(), x.device())};
+    return single_output(contiguous_meta(reduced_sizes(x.sizes(), m, keepdim_), x.dtype(), x.device()));
   }
   void eval(const TensorList& in, TensorList& out) const override { run_sum(in[0], mask(in[0].dim()), out[0], true); }
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override {
@@ -117,7 +117,7 @@ class SumToSizeOp final : public Op {
       ok = sizes_[i] == have || sizes_[i] == 1;
     }
     TG_CHECK(ok, "[sum_to_size] size ", shape_str(sizes_), " is not expandable to size ", shape_str(x.sizes()));
-    return {contiguous_meta(sizes_, x.dtype(), x.device())};
+    return single_output(contiguous_meta(sizes_, x.dtype(), x.device()));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     run_sum(in[0], mask_for(in[0].sizes(), sizes_), out[0], false);

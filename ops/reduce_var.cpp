@@ -29,7 +29,7 @@ class VarOp final : public DimReduceOp {
     TG_CHECK(is_floating(x.dtype()), "[var] std and var only support floating point dtypes, got ",
              dtype_name(x.dtype()));
     const auto m = mask(x.dim());
-    return {contiguous_meta(reduced_sizes(x.sizes(), m, keepdim_), x.dtype(), x.device())};
+    return single_output(contiguous_meta(reduced_sizes(x.sizes(), m, keepdim_), x.dtype(), x.device()));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32

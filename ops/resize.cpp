@@ -18,7 +18,7 @@ class ResizeOp final : public Op {
     TG_CHECK(!x.requires_grad(), "[resize_] cannot resize variables that require grad");
     for (int64_t s : sizes_)
       TG_CHECK(s >= 0, "[resize_] Trying to create tensor with negative dimension ", s, ": ", shape_str(sizes_));
-    if (x.sizes() == sizes_) return {meta_of(x)};  // same sizes keep the strides, as in PyTorch
+    if (x.sizes() == sizes_) return single_output(meta_of(x));  // same sizes keep the strides, as in PyTorch
     TensorMeta m = contiguous_meta(sizes_, x.dtype(), x.device());
     m.offset = x.storage_offset();
     return {m};
@@ -53,7 +53,7 @@ class SetOp final : public Op {
              " (the tensor's dtype), got ", dtype_name(source.dtype()));
     TG_CHECK(x.device() == source.device(), "[set_] expected source on ", x.device().str(),
              " (the tensor's device), got ", source.device().str());
-    return {meta_of(source)};
+    return single_output(meta_of(source));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     const TensorImpl& src = *in[1].impl();

@@ -89,7 +89,7 @@ class RowOp : public Op {
                shape_str(a.sizes()), " ", dtype_name(a.dtype()), " does not match output ", shape_str(in[1].sizes()),
                " ", dtype_name(in[1].dtype()));
     }
-    return {contiguous_meta(a.sizes(), a.dtype(), common_device(op, in))};
+    return single_output(contiguous_meta(a.sizes(), a.dtype(), common_device(op, in)));
   }
   std::string attrs() const override { return "dim=" + std::to_string(dim_); }
 

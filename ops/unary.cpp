@@ -60,9 +60,9 @@ class UnaryOp final : public Op {
     const DType r = result_dtype(op, in[0].dtype());
     if (inplace_) {
       check_inplace(op, in[0], {}, r);
-      return {meta_of(in[0])};
+      return single_output(meta_of(in[0]));
     }
-    return {elementwise_meta(op, {&in[0]}, r)};
+    return single_output(elementwise_meta(op, {&in[0]}, r));
   }
 
   void eval(const TensorList& in, TensorList& out) const override {

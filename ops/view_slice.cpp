@@ -110,7 +110,7 @@ class SliceBackwardOp final : public Op {
     expected[static_cast<size_t>(dim_)] = (end_ - start_ + step_ - 1) / step_;
     TG_CHECK(g.sizes() == expected, "[slice_backward] expected a gradient of sizes ", shape_str(expected), ", got ",
              shape_str(g.sizes()));
-    return {contiguous_meta(sizes_, g.dtype(), g.device())};
+    return single_output(contiguous_meta(sizes_, g.dtype(), g.device()));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     out[0].zero_();
@@ -144,7 +144,7 @@ class SelectBackwardOp final : public Op {
     expected.erase(expected.begin() + dim_);
     TG_CHECK(g.sizes() == expected, "[select_backward] expected a gradient of sizes ", shape_str(expected), ", got ",
              shape_str(g.sizes()));
-    return {contiguous_meta(sizes_, g.dtype(), g.device())};
+    return single_output(contiguous_meta(sizes_, g.dtype(), g.device()));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     out[0].zero_();

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "tensor/device.h"
 #include "tensor/dtype.h"
@@ -24,5 +26,12 @@ struct TensorMeta {
 TensorMeta contiguous_meta(Shape sizes, DType dtype, Device device);
 // The metadata of an existing tensor.
 TensorMeta meta_of(const Tensor& t);
+// The metadata list of a one-output op, as infer() returns it (moved in: a braced list would copy
+// both shapes, two allocations on every eager op call).
+inline std::vector<TensorMeta> single_output(TensorMeta meta) {
+  std::vector<TensorMeta> metas;
+  metas.push_back(std::move(meta));
+  return metas;
+}
 
 }  // namespace tg
