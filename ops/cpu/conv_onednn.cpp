@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "ops/conv_kernels.h"
+#include "ops/cpu/onednn_gemm.h"
 
 namespace tg {
 namespace {
@@ -83,6 +84,7 @@ void onednn_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias,
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, mem(g.src, x)}, {DNNL_ARG_WEIGHTS, mem(g.weights, w)}, {DNNL_ARG_DST, mem(g.dst, y)}};
   if (with_bias) args.emplace(DNNL_ARG_BIAS, mem(g.bias, bias));
+  cpu::sync_onednn_threads();  // its kernels use this thread's OpenMP thread count
   dnnl::stream s(engine());
   prim.execute(s, args);
   s.wait();
@@ -96,6 +98,7 @@ void onednn_conv2d_backward_input(const Tensor& gy, const Tensor& w, const Tenso
     return dnnl::convolution_backward_data(
         dnnl::convolution_backward_data::primitive_desc(desc, engine(), forward_pd(g, false)));
   });
+  cpu::sync_onednn_threads();  // its kernels use this thread's OpenMP thread count
   dnnl::stream s(engine());
   prim.execute(s, {{DNNL_ARG_DIFF_DST, mem(g.dst, gy)}, {DNNL_ARG_WEIGHTS, mem(g.weights, w)},
                    {DNNL_ARG_DIFF_SRC, mem(g.src, gx)}});
@@ -110,6 +113,7 @@ void onednn_conv2d_backward_weight(const Tensor& gy, const Tensor& x, const Tens
     return dnnl::convolution_backward_weights(
         dnnl::convolution_backward_weights::primitive_desc(desc, engine(), forward_pd(g, false)));
   });
+  cpu::sync_onednn_threads();  // its kernels use this thread's OpenMP thread count
   dnnl::stream s(engine());
   prim.execute(s, {{DNNL_ARG_DIFF_DST, mem(g.dst, gy)}, {DNNL_ARG_SRC, mem(g.src, x)},
                    {DNNL_ARG_DIFF_WEIGHTS, mem(g.weights, gw)}});

@@ -1,6 +1,7 @@
 // Matrix products on the CPU over the tensors' own memory (no copies: the operands' layouts were
-// already resolved to row- or column-major with a leading dimension). float32/float64 go to
-// OpenBLAS when it was found at build time (opened with the kernels for the running CPU, so a
+// already resolved to row- or column-major with a leading dimension). Larger float32 products go to
+// oneDNN when it was found at build time (ops/cpu/onednn_gemm.h); float32/float64 otherwise to
+// OpenBLAS when it was found (opened with the kernels for the running CPU, so a
 // portable build still uses AVX2/AVX-512 where present: ops/cpu/openblas.h); Eigen maps serve the
 // rest. 16-bit floats are widened to float, multiplied, and rounded once.
 #include <Eigen/Core>
@@ -13,6 +14,7 @@
 #include "ops/cpu/threads.h"
 #include "ops/gemm.h"
 
+#include "ops/cpu/onednn_gemm.h"
 #include "ops/cpu/openblas.h"
 
 namespace tg {
@@ -134,6 +136,7 @@ void cpu_gemm(const Gemm& g) {
   if (g.n == 0 || g.m == 0 || g.batch == 0) return;
   if (g.dtype == kFloat16) return widened_gemm<Half>(g, cpu_gemm);
   if (g.dtype == kBFloat16) return widened_gemm<BFloat16>(g, cpu_gemm);
+  if (cpu::onednn_sgemm(g)) return;
   TG_DISPATCH_FLOATING(g.dtype, "mm", [&] {
 #ifdef TG_WITH_CBLAS
     if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {

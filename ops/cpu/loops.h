@@ -1,11 +1,13 @@
 // The CPU elementwise loop: runs a functor over a TensorIter. One flat typed loop when every
-// operand is dense (the compiler vectorizes it), typed strided rows otherwise, and a converting
+// operand is dense (the compiler vectorizes it, for AVX2 or AVX-512 where the CPU has them), typed strided rows otherwise, and a converting
 // path (loads and stores through the operands' own dtypes) when operand dtypes differ from the
 // functor's types, as in int32 + float64 or an in-place write into a narrower dtype.
 #pragma once
 
+#include <tuple>
 #include <utility>
 
+#include "ops/cpu/vector_isa.h"
 #include "ops/elementwise.h"
 #include "ops/functors.h"
 
@@ -24,12 +26,39 @@ bool typed_operands(const TensorIter& it, std::index_sequence<I...>) {
   return it.operand_is(0, dtype_of<Res<F>>()) && (it.operand_is(static_cast<int>(I) + 1, dtype_of<Arg<F, I>>()) && ...);
 }
 
+// The flat loop over dense operands; inlined into each instruction-set variant below.
 template <typename F, size_t... I>
-void dense_run(char* const* data, int64_t n, const F& f, std::index_sequence<I...>) {
+TG_CPU_ALWAYS_INLINE inline void dense_loop(char* const* data, int64_t n, const F& f, std::index_sequence<I...>) {
   Res<F>* out = reinterpret_cast<Res<F>*>(data[0]);
-  [&](const Arg<F, I>*... in) {
-    for (int64_t i = 0; i < n; ++i) out[i] = f(in[i]...);
-  }(reinterpret_cast<const Arg<F, I>*>(data[I + 1])...);
+  const std::tuple<const Arg<F, I>*...> in{reinterpret_cast<const Arg<F, I>*>(data[I + 1])...};
+  for (int64_t i = 0; i < n; ++i) out[i] = f(std::get<I>(in)[i]...);
+}
+
+#if TG_CPU_ISA_VARIANTS
+// The same loop compiled for AVX2 and for AVX-512, chosen at run time (the build itself targets
+// the baseline x86-64, so it runs anywhere).
+template <typename F, size_t... I>
+__attribute__((target("avx2,fma"))) void dense_loop_avx2(char* const* data, int64_t n, const F& f,
+                                                         std::index_sequence<I...> seq) {
+  dense_loop(data, n, f, seq);
+}
+template <typename F, size_t... I>
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))) void dense_loop_avx512(
+    char* const* data, int64_t n, const F& f, std::index_sequence<I...> seq) {
+  dense_loop(data, n, f, seq);
+}
+#endif
+
+template <typename F, size_t... I>
+void dense_run(char* const* data, int64_t n, const F& f, std::index_sequence<I...> seq) {
+#if TG_CPU_ISA_VARIANTS
+  switch (vector_isa()) {
+    case VectorIsa::Avx512: return dense_loop_avx512(data, n, f, seq);
+    case VectorIsa::Avx2: return dense_loop_avx2(data, n, f, seq);
+    case VectorIsa::Baseline: break;
+  }
+#endif
+  dense_loop(data, n, f, seq);
 }
 
 template <typename F, size_t... I>

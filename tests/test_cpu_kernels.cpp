@@ -1,0 +1,131 @@
+// CPU kernel back ends: products through oneDNN against float64 over every operand layout, its
+// thread count following tg::set_num_threads, and the AVX2/AVX-512 variants of the elementwise loops
+// rounding exactly as the baseline loop does.
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ops/cpu/onednn_gemm.h"
+#include "ops/elementwise.h"
+#include "ops/cpu/vector_isa.h"
+#include "support/test_support.h"
+
+namespace tg {
+namespace {
+
+using testing::expect_close;
+using testing::random_tensor;
+
+// The float32 product checked against the float64 product of the same values.
+void expect_matches_float64(const Tensor& got, const Tensor& a, const Tensor& b) {
+  expect_close(got, mm(a.to(kFloat64), b.to(kFloat64)), 1e-5, 1e-4);
+}
+
+TEST(OneDnnProducts, LargeProductsMatchFloat64InEveryLayout) {
+  static_assert(64 * 96 * 160 >= cpu::kOneDnnMinMultiplyAdds, "the shapes below must reach oneDNN");
+  const Tensor a = random_tensor({64, 160}, kFloat32), b = random_tensor({160, 96}, kFloat32);
+  const Tensor at = random_tensor({160, 64}, kFloat32).t(), bt = random_tensor({96, 160}, kFloat32).t();
+  expect_matches_float64(mm(a, b), a, b);
+  expect_matches_float64(mm(at, b), at, b);
+  expect_matches_float64(mm(a, bt), a, bt);
+  expect_matches_float64(mm(at, bt), at, bt);
+  // Rows longer than the matrix (a slice of a wider tensor) and a scaled, accumulated product.
+  const Tensor wide = random_tensor({64, 200}, kFloat32).slice(1, 20, 180);
+  expect_matches_float64(mm(wide, b), wide, b);
+  const Tensor bias = random_tensor({96}, kFloat32);
+  expect_close(addmm(bias, a, b, 1, 0.5), addmm(bias.to(kFloat64), a.to(kFloat64), b.to(kFloat64), 1, 0.5), 1e-5,
+               1e-4);
+}
+
+TEST(OneDnnProducts, BatchedAndBroadcastBatchesMatchFloat64) {
+  const Tensor a = random_tensor({3, 64, 128}, kFloat32), b = random_tensor({3, 128, 80}, kFloat32);
+  expect_close(bmm(a, b), bmm(a.to(kFloat64), b.to(kFloat64)), 1e-5, 1e-4);
+  const Tensor shared = random_tensor({1, 128, 80}, kFloat32).expand({3, 128, 80});
+  expect_close(bmm(a, shared), bmm(a.to(kFloat64), shared.to(kFloat64)), 1e-5, 1e-4);
+  // linear over a 3-D input folds the leading dims into one product.
+  const Tensor x = random_tensor({4, 32, 128}, kFloat32), w = random_tensor({96, 128}, kFloat32);
+  expect_close(linear(x, w), linear(x.to(kFloat64), w.to(kFloat64)), 1e-5, 1e-4);
+}
+
+// The thread count oneDNN's OpenMP kernels take on the calling thread (0 without an OpenMP runtime).
+int openmp_threads() {
+  auto get = reinterpret_cast<int (*)()>(::dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+  return get != nullptr ? get() : 0;
+}
+
+TEST(OneDnnProducts, FollowTheThreadSetting) {
+  const Tensor a = random_tensor({128, 128}, kFloat32), b = random_tensor({128, 128}, kFloat32);
+  const Tensor one = mm(a, b);
+  if (openmp_threads() == 0) GTEST_SKIP() << "no OpenMP runtime in this process (built without oneDNN)";
+  EXPECT_EQ(openmp_threads(), 1);
+  set_num_threads(2);
+  const Tensor two = mm(a, b);
+  EXPECT_EQ(openmp_threads(), 2);
+  set_num_threads(1);
+  mm(a, b);
+  EXPECT_EQ(openmp_threads(), 1);
+  expect_close(one, two, 1e-6, 1e-5);
+}
+
+// Restores the loops' variant cap when a test ends.
+struct IsaCap {
+  explicit IsaCap(cpu::VectorIsa cap) { cpu::set_max_vector_isa(cap); }
+  ~IsaCap() { cpu::set_max_vector_isa(cpu::VectorIsa::Avx512); }
+};
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return false;
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel() * dtype_size(x.dtype()))) == 0;
+}
+
+TEST(VectorIsa, WideVariantsRoundExactlyAsTheBaselineLoop) {
+  if (cpu::vector_isa() == cpu::VectorIsa::Baseline) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512";
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&, const Tensor&)>>> ops = {
+      {"add", [](const Tensor& a, const Tensor& b) { return add(a, b, 0.3); }},
+      {"sub", [](const Tensor& a, const Tensor& b) { return a - b; }},
+      {"mul", [](const Tensor& a, const Tensor& b) { return a * b; }},
+      {"div", [](const Tensor& a, const Tensor& b) { return a / (b + 2); }},
+      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }},
+      {"exp", [](const Tensor& a, const Tensor&) { return exp(a); }},
+      {"tanh", [](const Tensor& a, const Tensor&) { return tanh(a); }},
+      {"sigmoid", [](const Tensor& a, const Tensor&) { return sigmoid(a); }},
+      {"relu", [](const Tensor& a, const Tensor&) { return relu(a); }},
+      {"gelu", [](const Tensor& a, const Tensor&) { return gelu(a, "tanh"); }},
+      {"sqrt", [](const Tensor& a, const Tensor&) { return sqrt(a + 1.5); }},
+      {"gelu_backward", [](const Tensor& a, const Tensor& b) { return gelu_backward(a, b, false); }},
+      {"threshold_backward", [](const Tensor& a, const Tensor& b) { return threshold_backward(a, b); }},
+  };
+  for (DType dtype : {kFloat32, kFloat64, kBFloat16}) {
+    // 1000 elements: whole vectors and a remainder of each width.
+    const Tensor a = random_tensor({1000}, dtype, false, -3, 3), b = random_tensor({1000}, dtype, false, -3, 3);
+    for (const auto& [name, fn] : ops) {
+      Tensor baseline;
+      {
+        IsaCap cap(cpu::VectorIsa::Baseline);
+        baseline = fn(a, b);
+      }
+      for (cpu::VectorIsa isa : {cpu::VectorIsa::Avx2, cpu::VectorIsa::Avx512}) {
+        IsaCap cap(isa);
+        EXPECT_TRUE(bitwise_equal(fn(a, b), baseline)) << name << " in " << dtype_name(dtype) << " at variant "
+                                                       << static_cast<int>(isa);
+      }
+    }
+  }
+}
+
+TEST(VectorIsa, CapNeverRaisesAboveTheCpu) {
+  const cpu::VectorIsa cpu_isa = cpu::vector_isa();
+  IsaCap cap(cpu::VectorIsa::Baseline);
+  EXPECT_EQ(cpu::vector_isa(), cpu::VectorIsa::Baseline);
+  cpu::set_max_vector_isa(cpu::VectorIsa::Avx512);
+  EXPECT_EQ(cpu::vector_isa(), cpu_isa);
+}
+
+}  // namespace
+}  // namespace tg
