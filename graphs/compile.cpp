@@ -77,11 +77,20 @@ std::optional<Device> cuda_device_of(const Graph& g) {
 void make_executors(CompiledFunction::State& s, CompiledEntry& entry, const TensorList& args) {
   const JointGraph& joint = entry.joint;
   if (s.options.fuse_epilogues) {
-    const int forward = fuse_linear_relu(entry.partition.forward) + fuse_linear_relu(entry.partition.backward);
-    const int backward = fuse_relu_backward_bias_grad(entry.partition.backward);
-    if (forward + backward > 0)
-      log_line("fusion", std::to_string(forward) + " linear + relu pair(s) fused into linear_relu, " +
-                             std::to_string(backward) + " relu gradient + bias gradient pair(s) into relu_backward_bias_grad");
+    Partition& p = entry.partition;
+    const int relu = fuse_linear_relu(p.forward) + fuse_linear_relu(p.backward);
+    const int gelu = fuse_linear_gelu_tanh(p.forward) + fuse_linear_gelu_tanh(p.backward);
+    const int relu_bias = fuse_relu_backward_bias_grad(p.backward);
+    const int relu_mm = fuse_relu_mask_gradients(p, joint.num_user_outputs + joint.mutated.size());
+    const int gelu_mm = fuse_gelu_tanh_gradients(p.backward);
+    const int weight_bias = fuse_weight_bias_grads(p.backward);
+    if (relu + gelu + relu_bias + relu_mm + gelu_mm + weight_bias > 0)
+      log_line("fusion", std::to_string(relu) + " linear + relu pair(s) fused into linear_relu, " + std::to_string(gelu) +
+                             " linear + tanh gelu into linear_gelu_tanh, " + std::to_string(relu_bias) +
+                             " relu gradient + bias gradient into relu_backward_bias_grad, then " + std::to_string(relu_mm) +
+                             " of those and " + std::to_string(gelu_mm) + " tanh gelu gradient(s) into the product before them (" +
+                             std::to_string(relu_mm) + " ReLU mask(s) saved), " + std::to_string(weight_bias) +
+                             " weight + bias gradient pair(s) into linear_weight_bias_grad");
   }
   if (s.options.fuse_elementwise) {
     const int forward = fuse_elementwise_chains(entry.partition.forward);

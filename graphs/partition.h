@@ -21,7 +21,7 @@ PartitionerKind parse_partitioner(const std::string& name);
 struct Partition {
   Graph forward;
   Graph backward;
-  std::vector<ValueId> saved;    // joint-graph ids of the saved values, in order
+  std::vector<ValueId> saved;    // joint-graph ids of the saved values, in order (-1: added by a fusion)
   int64_t saved_bytes = 0;       // bytes of saved values that are not graph inputs (activations)
   int recomputed_nodes = 0;      // forward nodes the backward recomputes (min-cut)
 };

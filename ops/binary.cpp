@@ -45,21 +45,6 @@ bool is_one(const Scalar& s) { return s.to_double() == 1.0; }
 // A 0-dim zero on g's device, the "else" branch of gradient selections.
 Tensor zero_like_scalar(const Tensor& g) { return zeros({}, {.dtype = g.dtype(), .device = g.device()}); }
 
-// d^2/dx^2 gelu(x), written with tensor ops so that gelu's double backward is differentiable too.
-Tensor gelu_second_derivative(const Tensor& x, bool tanh_approx) {
-  const Tensor x2 = mul(x, x);
-  if (!tanh_approx) {
-    const Tensor pdf = mul(exp(mul(x2, -0.5)), ew::kInvSqrt2Pi);
-    return mul(pdf, rsub(x2, 2));  // phi(x) * (2 - x^2)
-  }
-  // u = k (x + c x^3), t = tanh(u): gelu'' = (1 - t^2) (u' - x t u'^2 + x u'' / 2).
-  const Tensor u = mul(add(x, mul(mul(x2, x), ew::kGeluCoeff)), ew::kSqrt2OverPi);
-  const Tensor t = tanh(u);
-  const Tensor du = mul(add(mul(x2, 3 * ew::kGeluCoeff), 1), ew::kSqrt2OverPi);
-  const Tensor d2u = mul(x, 6 * ew::kGeluCoeff * ew::kSqrt2OverPi);
-  const Tensor bracket = add(sub(du, mul(mul(mul(x, t), du), du)), mul(mul(x, d2u), 0.5));
-  return mul(rsub(mul(t, t), 1), bracket);
-}
 
 // Elementwise arithmetic on two tensors, or on a tensor and a host scalar (side says which is which).
 class BinaryOp final : public Op {
@@ -350,6 +335,21 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return binary(BinaryKind::Min
 Tensor tanh_backward(const Tensor& g, const Tensor& y) { return binary(BinaryKind::TanhBackward, g, y); }
 Tensor sigmoid_backward(const Tensor& g, const Tensor& y) { return binary(BinaryKind::SigmoidBackward, g, y); }
 Tensor threshold_backward(const Tensor& g, const Tensor& y) { return binary(BinaryKind::ThresholdBackward, g, y); }
+Tensor gelu_second_derivative(const Tensor& x, bool tanh_approx) {
+  const Tensor x2 = mul(x, x);
+  if (!tanh_approx) {
+    const Tensor pdf = mul(exp(mul(x2, -0.5)), ew::kInvSqrt2Pi);
+    return mul(pdf, rsub(x2, 2));  // phi(x) * (2 - x^2)
+  }
+  // u = k (x + c x^3), t = tanh(u): gelu'' = (1 - t^2) (u' - x t u'^2 + x u'' / 2).
+  const Tensor u = mul(add(x, mul(mul(x2, x), ew::kGeluCoeff)), ew::kSqrt2OverPi);
+  const Tensor t = tanh(u);
+  const Tensor du = mul(add(mul(x2, 3 * ew::kGeluCoeff), 1), ew::kSqrt2OverPi);
+  const Tensor d2u = mul(x, 6 * ew::kGeluCoeff * ew::kSqrt2OverPi);
+  const Tensor bracket = add(sub(du, mul(mul(mul(x, t), du), du)), mul(mul(x, d2u), 0.5));
+  return mul(rsub(mul(t, t), 1), bracket);
+}
+
 Tensor gelu_backward(const Tensor& g, const Tensor& x, bool tanh_approx) {
   return binary(tanh_approx ? BinaryKind::GeluTanhBackward : BinaryKind::GeluBackward, g, x);
 }

@@ -86,6 +86,9 @@ Tensor sigmoid_backward(const Tensor& g, const Tensor& y);
 Tensor threshold_backward(const Tensor& g, const Tensor& y);
 // g * gelu'(x) for the exact ("none") or "tanh" approximation.
 Tensor gelu_backward(const Tensor& g, const Tensor& x, bool tanh_approx);
+// d^2/dx^2 gelu(x) (gelu_backward's gradient in x), written with tensor ops so that it is
+// differentiable too.
+Tensor gelu_second_derivative(const Tensor& x, bool tanh_approx);
 
 // ---- op kinds shared by the CPU loops and CUDA launchers ------------------------------------
 

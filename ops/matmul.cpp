@@ -1,6 +1,6 @@
-// Matrix products: mm, bmm, addmm and linear are ops (one BLAS call each, operands read in place
-// whenever their strides allow); matmul is composed from them like PyTorch's, folding batch dims
-// into one mm where it can.
+// Matrix products: mm, bmm and addmm are ops (one BLAS call each, operands read in place whenever
+// their strides allow; linear is in ops/linear.cpp); matmul is composed from them like PyTorch's,
+// folding batch dims into one mm where it can.
 #include "ops/matmul.h"
 
 #include "ops/autocast.h"
@@ -8,6 +8,7 @@
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/gemm.h"
+#include "ops/matmul_kernels.h"
 #include "ops/reduce.h"
 #include "ops/unary.h"
 #include "ops/view.h"
@@ -19,126 +20,6 @@
 
 namespace tg {
 namespace {
-
-std::string mat_str(const Tensor& t) { return std::to_string(t.size(0)) + "x" + std::to_string(t.size(1)); }
-
-void check_float_matrix(const char* op, const char* what, const Tensor& t, int64_t dims) {
-  TG_CHECK(t.dim() == dims, "[", op, "] expected ", what, " to be a ", dims, "-D tensor, got a ", t.dim(),
-           "-D tensor of shape ", shape_str(t.sizes()));
-  TG_CHECK(is_floating(t.dtype()), "[", op, "] expected a floating dtype for ", what, ", got ",
-           dtype_name(t.dtype()));
-}
-
-void check_same_dtype(const char* op, const char* wa, const Tensor& a, const char* wb, const Tensor& b) {
-  TG_CHECK(a.dtype() == b.dtype(), "[", op, "] expected ", wa, " and ", wb, " to have the same dtype, but got ",
-           dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
-}
-
-// A bias must sit on the operands' device exactly (a CPU scalar cannot feed a CUDA kernel).
-void check_bias_device(const char* op, const Tensor& bias, Device device) {
-  TG_CHECK(bias.device() == device, "[", op, "] expected all tensors to be on the same device, but found at least "
-           "two devices, ", device.str(), " and ", bias.device().str(), "!");
-}
-
-// Validates mat1 [n, k] @ mat2 [k, m]; returns the common device.
-Device check_mm(const char* op, const Tensor& a, const Tensor& b) {
-  check_float_matrix(op, "mat1", a, 2);
-  check_float_matrix(op, "mat2", b, 2);
-  check_same_dtype(op, "mat1", a, "mat2", b);
-  const Device dev = common_device(op, {a, b});
-  TG_CHECK(a.size(1) == b.size(0), "[", op, "] mat1 and mat2 shapes cannot be multiplied (", mat_str(a), " and ",
-           mat_str(b), ")");
-  return dev;
-}
-
-// Writes beta * bias (zeros without one) into out on out's device.
-void fill_bias(const Tensor& out, int64_t n, int64_t m, const BiasRef& bias, double beta) {
-  if (out.is_cuda()) {
-#ifdef TG_WITH_CUDA
-    cuda::fill_bias(out.device().index, out.dtype(), out.raw_data(), n, m, bias, beta);
-    return;
-#endif
-  }
-  cpu_fill_bias(out.dtype(), out.raw_data(), n, m, bias, beta);
-}
-
-void run_gemm(const Gemm& g) {
-  if (g.device.is_cuda()) {
-#ifdef TG_WITH_CUDA
-    cuda::gemm(g);
-    return;
-#endif
-  }
-  cpu_gemm(g);
-}
-
-// Clamps a contiguous output at 0 (the ReLU a fused linear applies when no epilogue did).
-void relu_in_place(const Tensor& out) {
-  if (out.is_cuda()) {
-    Tensor handle = out;
-    handle.copy_(relu(out));
-    return;
-  }
-  TG_DISPATCH_FLOATING(out.dtype(), "linear_relu", [&] {
-    scalar_t* p = out.data_ptr<scalar_t>();
-    for (int64_t i = 0, n = out.numel(); i < n; ++i) p[i] = p[i] < scalar_t(0) ? scalar_t(0) : p[i];  // NaN stays NaN, as relu
-  });
-}
-
-// out (contiguous [n, m]) = alpha * op(a) @ op(b) + beta * bias, op() transposing when asked, then
-// clamped at 0 with `relu`. On CUDA a [m] bias and the ReLU ride in cuBLASLt's epilogue; otherwise
-// the bias is written first and the product accumulates into it, so either way the product is a
-// single BLAS call.
-void gemm_2d(const Tensor& out, int64_t n, int64_t m, int64_t k, const Tensor& a, bool trans_a, const Tensor& b,
-             bool trans_b, double alpha, const BiasRef* bias, double beta, bool relu = false) {
-  const bool with_bias = bias != nullptr && beta != 0.0;
-  if (k == 0) {
-    fill_bias(out, n, m, with_bias ? *bias : BiasRef{}, beta);
-    if (relu) relu_in_place(out);
-    return;
-  }
-  Tensor keep_a, keep_b;
-  Gemm g;
-  g.dtype = out.dtype();
-  g.device = out.device();
-  g.n = n;
-  g.m = m;
-  g.k = k;
-  g.a = gemm_operand(a, trans_a, keep_a);
-  g.b = gemm_operand(b, trans_b, keep_b);
-  g.out = out.raw_data();
-  g.ldc = m;
-  g.out_batch_stride = n * m;
-  g.alpha = alpha;
-#ifdef TG_WITH_CUDA
-  if (g.device.is_cuda()) {
-    if (with_bias && beta == 1.0 && bias->s0 == 0 && bias->s1 == 1 && cuda::gemm_lt(g, bias->data, relu)) return;
-    if (!with_bias && cuda::gemm_lt(g, nullptr, relu)) return;
-  }
-#endif
-  if (with_bias) fill_bias(out, n, m, *bias, beta);
-  g.beta = with_bias ? 1.0 : 0.0;
-  run_gemm(g);
-  if (relu) relu_in_place(out);
-}
-
-// True when a 2-D tensor is stored column-major (the transpose of a row-major matrix).
-bool column_major(const TensorMeta& m) {
-  return m.sizes.size() == 2 && m.sizes[0] > 1 && m.sizes[1] > 1 && m.strides[0] == 1 && m.strides[1] >= m.sizes[0];
-}
-
-// d(a @ b)/da given the output gradient g, laid out like a so a transposed operand gets a
-// transposed (hence contiguous after its view's backward) gradient.
-Tensor mat1_grad(const Tensor& g, const Tensor& b, const TensorMeta& a_meta) {
-  if (column_major(a_meta)) return t(mm(b, t(g)));
-  return mm(g, t(b));
-}
-
-// d(a @ b)/db given the output gradient g, laid out like b (see mat1_grad).
-Tensor mat2_grad(const Tensor& g, const Tensor& a, const TensorMeta& b_meta) {
-  if (column_major(b_meta)) return t(mm(t(g), a));
-  return mm(t(a), g);
-}
 
 Tensor scaled(const Tensor& x, const Scalar& s) { return s.to_double() == 1.0 ? x : mul(x, s); }
 
@@ -249,86 +130,6 @@ class AddmmOp final : public Op {
   Scalar alpha_;
 };
 
-// x @ weight^T (+ bias) for x of any leading dims; inputs are {x, weight} or {x, weight, bias}.
-// One op (not addmm over a transposed view) so the forward is one BLAS call reading the weight in
-// place and the backward needs no transposed copies.
-// linear(x, w[, b]); with `relu`, relu(linear(...)) in one op: compiled graphs fuse the pair (the
-// ReLU then rides in the matmul's epilogue on CUDA).
-class LinearOp final : public Op {
- public:
-  explicit LinearOp(bool has_bias, bool relu = false) : has_bias_(has_bias), relu_(relu) {}
-  const OpSchema& schema() const override {
-    static const OpSchema plain{.name = "linear"};
-    static const OpSchema fused{.name = "linear_relu"};
-    return relu_ ? fused : plain;
-  }
-  SaveSpec saves() const override { return {.inputs = true, .outputs = relu_}; }
-  std::vector<TensorMeta> infer(const TensorList& in) const override {
-    const Tensor& x = in[0];
-    const Tensor& w = in[1];
-    TG_CHECK(x.dim() >= 1, "[linear] expected input with at least 1 dim, got a 0-dim tensor");
-    TG_CHECK(is_floating(x.dtype()), "[linear] expected a floating dtype for input, got ",
-             dtype_name(x.dtype()));
-    check_float_matrix("linear", "weight", w, 2);
-    check_same_dtype("linear", "input", x, "weight", w);
-    const Device dev = common_device("linear", {x, w});
-    const int64_t in_features = x.size(-1);
-    if (in_features != w.size(1)) {
-      const int64_t rows = shape_numel(Shape(x.sizes().begin(), x.sizes().end() - 1));
-      TG_FAIL("[linear] mat1 and mat2 shapes cannot be multiplied (", rows, "x", in_features, " and ", w.size(1), "x",
-              w.size(0), ")");
-    }
-    Shape out_sizes(x.sizes().begin(), x.sizes().end() - 1);
-    out_sizes.push_back(w.size(0));
-    TG_CHECK(in.size() == (has_bias_ ? 3u : 2u), "[linear] expected ", has_bias_ ? 3 : 2, " inputs, got ", in.size());
-    if (has_bias_) {
-      const Tensor& b = in[2];
-      check_same_dtype("linear", "bias", b, "weight", w);
-      check_bias_device("linear", b, dev);
-      TG_CHECK(b.dim() <= 1 && (b.numel() == 1 || b.numel() == w.size(0)), "[linear] expected bias of shape [",
-               w.size(0), "] (out_features), got ", shape_str(b.sizes()));
-    }
-    return single_output(contiguous_meta(std::move(out_sizes), x.dtype(), dev));
-  }
-  void eval(const TensorList& in, TensorList& out) const override {
-    const Tensor& x = in[0];
-    const Tensor& w = in[1];
-    const int64_t k = w.size(1), m = w.size(0);
-    const int64_t n = out[0].numel() / m;
-    if (has_bias_) {
-      const Tensor& bias = in[2];
-      const BiasRef br{bias.raw_data(), 0, bias.numel() == 1 ? 0 : bias.stride(0)};
-      gemm_2d(out[0], n, m, k, x, false, w, true, 1.0, &br, 1.0, relu_);
-    } else {
-      gemm_2d(out[0], n, m, k, x, false, w, true, 1.0, nullptr, 0.0, relu_);
-    }
-  }
-  TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override {
-    const Tensor g = relu_ ? threshold_backward(grads[0], ctx.output(0)) : grads[0];
-    TensorList r(has_bias_ ? 3 : 2);
-    if (ctx.needs_input_grad(0)) r[0] = matmul(g, ctx.input(1));
-    if (ctx.needs_input_grad(1)) r[1] = weight_grad(g, ctx.input(0), ctx.input_meta(1));
-    if (has_bias_ && ctx.needs_input_grad(2)) r[2] = sum_to(g, ctx.input_meta(2).sizes);
-    return r;
-  }
-  bool has_bias() const { return has_bias_; }
-  bool fused_relu() const { return relu_; }
-
- private:
-  // d(x @ w^T)/dw = g^T @ x over the flattened rows, laid out like w.
-  static Tensor weight_grad(const Tensor& g, const Tensor& x, const TensorMeta& w_meta) {
-    if (x.dim() == 1) return mm(unsqueeze(g, 1), unsqueeze(x, 0));
-    const int64_t rows = shape_numel(Shape(x.sizes().begin(), x.sizes().end() - 1));
-    const Tensor g2 = g.dim() == 2 ? g : reshape(g, {rows, w_meta.sizes[0]});
-    const Tensor x2 = x.dim() == 2 ? x : reshape(x, {rows, w_meta.sizes[1]});
-    if (column_major(w_meta)) return t(mm(t(x2), g2));
-    return mm(t(g2), x2);
-  }
-
-  bool has_bias_;
-  bool relu_;
-};
-
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) { return call_op<MmOp>({autocast::to_low(a), autocast::to_low(b)}); }
@@ -337,24 +138,6 @@ Tensor bmm(const Tensor& a, const Tensor& b) { return call_op<BmmOp>({autocast::
 
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
   return call_op<AddmmOp>({autocast::to_low(bias), autocast::to_low(a), autocast::to_low(b)}, beta, alpha);
-}
-
-Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
-  const Tensor x = autocast::to_low(x_in), weight = autocast::to_low(weight_in), bias = autocast::to_low(bias_in);
-  if (bias.defined()) return call_op<LinearOp>({x, weight, bias}, true);
-  return call_op<LinearOp>({x, weight}, false);
-}
-
-Tensor linear_relu(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
-  const Tensor x = autocast::to_low(x_in), weight = autocast::to_low(weight_in), bias = autocast::to_low(bias_in);
-  if (bias.defined()) return call_op<LinearOp>({x, weight, bias}, true, true);
-  return call_op<LinearOp>({x, weight}, false, true);
-}
-
-OpPtr fused_linear_relu_op(const Op& linear) {
-  const auto* l = dynamic_cast<const LinearOp*>(&linear);
-  if (!l || l->fused_relu()) return nullptr;
-  return std::make_shared<const LinearOp>(l->has_bias(), true);
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {

@@ -3,6 +3,7 @@
 
 #include <optional>
 
+#include "ops/linear.h"
 #include "ops/op.h"
 #include "tensor/tensor.h"
 
@@ -16,14 +17,6 @@ Tensor bmm(const Tensor& a, const Tensor& b);
 Tensor matmul(const Tensor& a, const Tensor& b);
 // beta * bias + alpha * (a @ b), bias broadcast to [n,m].
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, Scalar beta = 1, Scalar alpha = 1);
-// x @ weight^T + bias, for x of any leading dims; weight is [out, in].
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
-// relu(linear(x, weight, bias)) as one op (on CUDA the ReLU is in the matmul's epilogue); compiled
-// graphs fuse linear followed by relu into it.
-Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
-// The fused linear_relu op for a `linear` op (same bias arity); null when `linear` is not one.
-OpPtr fused_linear_relu_op(const Op& linear);
-
 // On CUDA, single products pick cuBLASLt's algorithm per shape by timing its candidates on the first
 // call (the default), or take cuBLAS's heuristic choice, the same in every process, when disabled
 // (as PyTorch's cudnn.benchmark switch does for convolutions). No effect on the CPU.

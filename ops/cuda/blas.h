@@ -26,12 +26,38 @@ cudaDataType_t cuda_data_type(DType dtype);
 // Runs g with cuBLAS on the current stream of g.device: float32 (TF32 when allow_tf32()), float64, or
 // 16-bit floats accumulated in float32.
 void gemm(const Gemm& g);
-// Runs g (batch 1, beta 0) through cuBLASLt with the algorithm timed fastest for its shape, adding
-// `bias` (null: none), a contiguous vector of g.m elements broadcast over the rows of the output, in
-// the epilogue: one kernel instead of a bias fill plus an accumulating gemm; with `relu`, the epilogue
-// also clamps the result at 0. Returns false, having queued nothing, when cuBLASLt has no algorithm
-// for it.
-bool gemm_lt(const Gemm& g, const void* bias, bool relu = false);
+// What cuBLASLt's epilogue does with a product out[n, m] = op(a) @ op(b) (the row-major view of
+// ops/gemm.h) before it is stored. Auxiliary matrices are [n, m] with rows aux_ld apart.
+enum class LtEpilogue : uint8_t {
+  Default,       // out (+ bias)
+  Relu,          // relu(out + bias)
+  ReluMask,      // relu(out + bias); aux: one bit per element, set where out + bias > 0 (aux_ld in bits)
+  GeluTanh,      // gelu_tanh(out + bias); aux: out + bias, the pre-activation (aux_ld in elements)
+  ReluGrad,      // out * (aux bit set), bias_grad[m] = its sums over the n rows (DRELU_BGRAD)
+  GeluTanhGrad,  // out * gelu_tanh'(aux), bias_grad[m] = its sums over the n rows (DGELU_BGRAD)
+  RowSumsOfA,    // out, and bias_grad[n] = the row sums of op(a) over k (BGRADB)
+};
+
+// The epilogue of one product and the memory it reads or writes besides the operands.
+struct LtArgs {
+  LtEpilogue epilogue = LtEpilogue::Default;
+  const void* bias = nullptr;  // [m] vector added to every row (forward epilogues), or null
+  void* bias_grad = nullptr;   // written by the gradient epilogues
+  void* aux = nullptr;         // the mask or pre-activation written (forward) or read (gradients)
+  int64_t aux_ld = 0;
+};
+
+// Runs g (batch 1, beta 0) through cuBLASLt with the algorithm timed fastest for its shape and
+// epilogue, in one kernel. Returns false, having queued nothing, when cuBLASLt has no algorithm for
+// it or a pointer is too loosely aligned for its epilogue kernels (16 bytes); the caller then
+// computes the same with separate kernels.
+bool gemm_lt(const Gemm& g, const LtArgs& args);
+// gemm_lt adding `bias` (null: none), a contiguous vector of g.m elements broadcast over the rows of
+// the output, and with `relu` clamping the result at 0: one kernel instead of a bias fill, an
+// accumulating gemm and a ReLU.
+inline bool gemm_lt(const Gemm& g, const void* bias, bool relu = false) {
+  return gemm_lt(g, LtArgs{.epilogue = relu ? LtEpilogue::Relu : LtEpilogue::Default, .bias = bias});
+}
 // Turns the timing of cuBLASLt's candidate algorithms on (the default) or off (the heuristic's first
 // choice, the same in every process). Shapes already seen keep their choice.
 void set_gemm_autotuning(bool enabled);

@@ -28,8 +28,9 @@ namespace {
 struct PlanKey {
   int device;
   DType dtype;
-  bool trans_a, trans_b, bias, relu, tf32;
-  int64_t m, n, k, lda, ldb, ldc;
+  bool trans_a, trans_b, bias, tf32;
+  LtEpilogue epilogue;
+  int64_t m, n, k, lda, ldb, ldc, aux_ld;
   int align_a, align_b, align_c;
   bool operator==(const PlanKey&) const = default;
 };
@@ -37,9 +38,9 @@ struct PlanKey {
 struct PlanKeyHash {
   size_t operator()(const PlanKey& k) const {
     size_t h = std::hash<int64_t>()(k.m);
-    for (int64_t v : {k.n, k.k, k.lda, k.ldb, k.ldc, int64_t(k.device), int64_t(k.dtype), int64_t(k.trans_a),
-                      int64_t(k.trans_b), int64_t(k.bias), int64_t(k.relu), int64_t(k.tf32), int64_t(k.align_a), int64_t(k.align_b),
-                      int64_t(k.align_c)})
+    for (int64_t v : {k.n, k.k, k.lda, k.ldb, k.ldc, k.aux_ld, int64_t(k.device), int64_t(k.dtype), int64_t(k.trans_a),
+                      int64_t(k.trans_b), int64_t(k.bias), int64_t(k.epilogue), int64_t(k.tf32), int64_t(k.align_a),
+                      int64_t(k.align_b), int64_t(k.align_c)})
       h = h * 1000003u ^ std::hash<int64_t>()(v);
     return h;
   }
@@ -94,6 +95,30 @@ void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const
   TG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)));
 }
 
+// cuBLASLt's epilogue for ours. In cuBLASLt's column-major view D[m, n] = op(b) @ op(a) (below), so
+// our per-column bias and bias gradients run along D's rows, and op(a), whose row sums BGRADB
+// takes, is its second operand.
+cublasLtEpilogue_t lt_epilogue(LtEpilogue e, bool bias) {
+  switch (e) {
+    case LtEpilogue::Default: return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    case LtEpilogue::Relu: return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    case LtEpilogue::ReluMask: return bias ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS : CUBLASLT_EPILOGUE_RELU_AUX;
+    case LtEpilogue::GeluTanh: return bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    case LtEpilogue::ReluGrad: return CUBLASLT_EPILOGUE_DRELU_BGRAD;
+    case LtEpilogue::GeluTanhGrad: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    case LtEpilogue::RowSumsOfA: return CUBLASLT_EPILOGUE_BGRADB;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+bool has_aux(LtEpilogue e) {
+  return e == LtEpilogue::ReluMask || e == LtEpilogue::GeluTanh || e == LtEpilogue::ReluGrad ||
+         e == LtEpilogue::GeluTanhGrad;
+}
+bool writes_bias_grad(LtEpilogue e) {
+  return e == LtEpilogue::ReluGrad || e == LtEpilogue::GeluTanhGrad || e == LtEpilogue::RowSumsOfA;
+}
+
 // Column-major view of the row-major product (see gemm in blas.cpp): D[m, n] = op(b) @ op(a), with
 // cuBLASLt's first operand our b and its second our a; the bias runs along D's m rows.
 Plan make_plan(cublasLtHandle_t lt, const PlanKey& key, size_t workspace_bytes) {
@@ -108,9 +133,8 @@ Plan make_plan(cublasLtHandle_t lt, const PlanKey& key, size_t workspace_bytes) 
   const cublasOperation_t op_second = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, op_first);
   set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, op_second);
-  const cublasLtEpilogue_t epilogue = key.bias ? (key.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
-                                               : (key.relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
-  set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+  set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, lt_epilogue(key.epilogue, key.bias));
+  if (has_aux(key.epilogue)) set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, key.aux_ld);
   const auto m = static_cast<uint64_t>(key.m), n = static_cast<uint64_t>(key.n), k = static_cast<uint64_t>(key.k);
   TG_CUBLAS_CHECK(key.trans_b ? cublasLtMatrixLayoutCreate(&p.a, type, k, m, key.ldb)
                               : cublasLtMatrixLayoutCreate(&p.a, type, m, k, key.ldb));
@@ -207,16 +231,30 @@ void tune(cublasLtHandle_t lt, Plan& p, const Gemm& g, void* workspace) {
 
 void set_gemm_autotuning(bool enabled) { g_autotune.store(enabled); }
 
-bool gemm_lt(const Gemm& g, const void* bias, bool relu) {
+bool gemm_lt(const Gemm& g, const LtArgs& args) {
   if (g.batch != 1 || g.beta != 0.0 || !is_floating(g.dtype)) return false;
-  if (bias != nullptr && alignment(bias) < 16) return false;  // epilogue kernels load the bias in vectors
-  if (g.n == 0 || g.m == 0) return true;
+  const LtEpilogue e = args.epilogue;
+  // Epilogue kernels move the bias, its gradient and auxiliary rows in 16-byte vectors.
+  const void* bias = writes_bias_grad(e) ? args.bias_grad : args.bias;
+  if (bias != nullptr && alignment(bias) < 16) return false;
+  if (writes_bias_grad(e) && bias == nullptr) return false;
+  if (has_aux(e)) {
+    const bool mask = e == LtEpilogue::ReluMask || e == LtEpilogue::ReluGrad;
+    if (args.aux == nullptr || alignment(args.aux) < 16 || args.aux_ld < g.m) return false;
+    if (args.aux_ld % (mask ? 128 : 8) != 0) return false;  // cuBLASLt's rule for the auxiliary rows
+  }
+  if (g.n == 0 || g.m == 0 || g.k == 0) {
+    // Nothing to multiply. Bias gradients (zeros) and auxiliary outputs are the caller's to write.
+    if (writes_bias_grad(e) || has_aux(e) || g.k == 0) return false;
+    return true;
+  }
   const int device = g.device.index;
   DeviceGuard guard(device);
   void* workspace = cublas_workspace(device);
   std::lock_guard<std::mutex> lock(g_mutex);
   cublasLtHandle_t lt = handle_locked(device);
-  const PlanKey key{device, g.dtype, g.a.trans, g.b.trans, bias != nullptr, relu, g.dtype == kFloat32 && allow_tf32(), g.m, g.n, g.k, g.a.ld, g.b.ld, g.ldc,
+  const PlanKey key{device, g.dtype, g.a.trans, g.b.trans, bias != nullptr, g.dtype == kFloat32 && allow_tf32(), e,
+                    g.m, g.n, g.k, g.a.ld, g.b.ld, g.ldc, has_aux(e) ? args.aux_ld : 0,
                     alignment(g.a.data), alignment(g.b.data), alignment(g.out)};
   auto it = g_plans.find(key);
   if (it == g_plans.end()) {
@@ -229,6 +267,7 @@ bool gemm_lt(const Gemm& g, const void* bias, bool relu) {
   Plan& plan = it->second;
   if (!plan.ok) return false;
   if (bias != nullptr) set_attr(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  if (has_aux(e)) set_attr(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, args.aux);
   if (!plan.tuned) tune(lt, plan, g, workspace);
   const cublasStatus_t st = run(lt, plan, plan.algo, g, workspace);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
