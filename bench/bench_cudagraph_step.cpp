@@ -27,7 +27,8 @@ using bench::Workload;
 
 // A workload's training step, eager or with forward, backward and optimizer compiled (cudagraphs);
 // with `amp`, the forward runs under autocast to bfloat16 (float32 parameters, as PyTorch's AMP).
-bench::StepTrainer make_trainer(const Workload& w, bool compiled, bool fuse = true, bool amp = false) {
+bench::StepTrainer make_trainer(const Workload& w, bool compiled, bool fuse = true, bool amp = false,
+                                bool gradient_epilogues = false) {
   bench::MlpSetup s(w, tg::cuda_device(0));
   bench::StepTrainer::LossFn loss = bench::classifier_loss(s.model);
   if (amp)
@@ -36,11 +37,12 @@ bench::StepTrainer make_trainer(const Workload& w, bool compiled, bool fuse = tr
       return inner(a, b);
     };
   return bench::StepTrainer(std::move(loss), s.model->parameters(), s.x, s.y, tg::optim::SGDOptions{.lr = 1e-3},
-                            compiled, fuse);
+                            compiled, fuse, gradient_epilogues);
 }
 
-// mode 0: eager; 1: compiled; 2: compiled without fusions (epilogues, generated elementwise kernels). Besides the step time:
-// peak device memory, the device's own time per step (CUDA events around the timed steps) and, for
+// mode 0: eager; 1: compiled; 2: compiled without fusions (epilogues, generated elementwise kernels);
+// 3: compiled with the backward products' gradient epilogues too (fuse_gradient_epilogues). Besides
+// the step time: peak device memory, the device's own time per step (CUDA events around the timed steps) and, for
 // compiled steps, the kernels the graph replays launch per step.
 void run(benchmark::State& state, const Workload& w, int mode, bool amp = false) {
   const bool compiled = mode != 0;
@@ -53,7 +55,7 @@ void run(benchmark::State& state, const Workload& w, int mode, bool amp = false)
   const int64_t base = tg::cuda::memory_allocated();
   tg::cuda::reset_peak_memory_stats();
   {
-    bench::StepTrainer t = make_trainer(w, compiled, mode != 2, amp);
+    bench::StepTrainer t = make_trainer(w, compiled, mode != 2, amp, mode == 3);
     for (int i = 0; i < 10; ++i) t.step();  // warm-up, recording
     tg::cuda::synchronize();
     tg::graphs::reset_global_counters();
@@ -69,7 +71,8 @@ void run(benchmark::State& state, const Workload& w, int mode, bool amp = false)
   state.SetLabel(std::string(amp ? "bf16 autocast, " : "") +
                  (mode == 0   ? "eager"
                   : mode == 1 ? "cudagraphs: forward + backward + optimizer graphs"
-                              : "cudagraphs, epilogue fusions off"));
+                  : mode == 2 ? "cudagraphs, fusions off"
+                              : "cudagraphs, gradient epilogues on"));
 }
 
 // The loss of mlp_wide over 50 SGD steps under bfloat16 autocast (compiled) against float32 (eager):
@@ -96,9 +99,9 @@ void BM_mlp_wide_step(benchmark::State& state) { run(state, bench::kMlpWide, sta
 void BM_mlp_wide_bf16_step(benchmark::State& state) {
   run(state, bench::kMlpWide, static_cast<int>(state.range(0)), true);
 }
-BENCHMARK(BM_mlp_small_step)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_mlp_wide_step)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_mlp_wide_bf16_step)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_mlp_small_step)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_mlp_wide_step)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_mlp_wide_bf16_step)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_mlp_wide_bf16_losses_vs_fp32)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 // From constructing the compiled functions to the first replay of the forward, backward and

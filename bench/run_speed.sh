@@ -22,7 +22,7 @@ reps=(--benchmark_repetitions=5 --benchmark_report_aggregates_only=true)
 } 2>&1 | tee "$out/speed_cpu.txt" | grep -E "median|_ns,|_us,|^=="
 {
   echo "== GPU: tapegraph"
-  "$build/bench/bench_cudagraph_step" --benchmark_filter='mlp_(small|wide|wide_bf16)_step/[12]|losses' \
+  "$build/bench/bench_cudagraph_step" --benchmark_filter='mlp_(small|wide|wide_bf16)_step/[123]|losses' \
     --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
   echo "== GPU: PyTorch"
   (cd "$anchors" && PYTHONPATH=. python3 pt_mlp_step.py manual_cudagraph &&

@@ -18,9 +18,10 @@ struct StepTrainer {
   LossFn loss;
 
   // loss(x, y) over `params`, SGD with `options`; compiled with the cudagraphs backend (with or
-  // without the fusions: epilogues and generated elementwise kernels), the batch marked static as a hand-captured step reads it in place.
+  // without the fusions: epilogues and generated elementwise kernels; the backward products'
+  // gradient epilogues on request), the batch marked static as a hand-captured step reads it in place.
   StepTrainer(LossFn eager_loss, tg::TensorList params, tg::Tensor xs, tg::Tensor ys, tg::optim::SGDOptions options,
-              bool compiled, bool fuse = true)
+              bool compiled, bool fuse = true, bool gradient_epilogues = false)
       : x(std::move(xs)), y(std::move(ys)) {
     sgd = std::make_unique<tg::optim::SGD>(std::move(params), options);
     if (!compiled) {
@@ -30,7 +31,8 @@ struct StepTrainer {
     tg::mark_static_address(x);
     tg::mark_static_address(y);
     auto f = std::make_shared<tg::Compiled<LossFn>>(
-        std::move(eager_loss), tg::CompileOptions{.backend = "cudagraphs", .fuse_epilogues = fuse, .fuse_elementwise = fuse});
+        std::move(eager_loss), tg::CompileOptions{.backend = "cudagraphs", .fuse_epilogues = fuse, .fuse_elementwise = fuse,
+                                             .fuse_gradient_epilogues = gradient_epilogues});
     loss = [f](const tg::Tensor& a, const tg::Tensor& b) { return (*f)(a, b); };
     compiled_step = std::make_unique<tg::optim::CompiledStep>(*sgd);
   }

@@ -81,9 +81,10 @@ void make_executors(CompiledFunction::State& s, CompiledEntry& entry, const Tens
     const int relu = fuse_linear_relu(p.forward) + fuse_linear_relu(p.backward);
     const int gelu = fuse_linear_gelu_tanh(p.forward) + fuse_linear_gelu_tanh(p.backward);
     const int relu_bias = fuse_relu_backward_bias_grad(p.backward);
-    const int relu_mm = fuse_relu_mask_gradients(p, joint.num_user_outputs + joint.mutated.size());
-    const int gelu_mm = fuse_gelu_tanh_gradients(p.backward);
-    const int weight_bias = fuse_weight_bias_grads(p.backward);
+    const bool grads = s.options.fuse_gradient_epilogues;
+    const int relu_mm = grads ? fuse_relu_mask_gradients(p, joint.num_user_outputs + joint.mutated.size()) : 0;
+    const int gelu_mm = grads ? fuse_gelu_tanh_gradients(p.backward) : 0;
+    const int weight_bias = grads ? fuse_weight_bias_grads(p.backward) : 0;
     if (relu + gelu + relu_bias + relu_mm + gelu_mm + weight_bias > 0)
       log_line("fusion", std::to_string(relu) + " linear + relu pair(s) fused into linear_relu, " + std::to_string(gelu) +
                              " linear + tanh gelu into linear_gelu_tanh, " + std::to_string(relu_bias) +

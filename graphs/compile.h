@@ -26,6 +26,10 @@ struct CompileOptions {
   int cudagraph_max_recordings = 8;     // recordings per segment (new static addresses) before eager
   bool fuse_epilogues = true;           // fuse linear + relu (cuBLASLt epilogue) and relu grad + bias grad
   bool fuse_elementwise = true;         // fuse chains of elementwise ops on CUDA into generated kernels (NVRTC)
+  // With fuse_epilogues, on CUDA also fold ReLU/GELU gradients and bias gradients into the backward
+  // products' cuBLASLt epilogues (DRELU_BGRAD, DGELU_BGRAD, BGRADB). Off by default: on an H100 these
+  // epilogue kernels made the mlp_small and mlp_wide steps slower than the separate kernels.
+  bool fuse_gradient_epilogues = false;
   std::vector<std::string> input_names; // names used in recompile reasons (default: "input N")
 };
 

@@ -339,7 +339,7 @@ void expect_fused_mlp_matches_eager(const std::string& act, bool bf16) {
   const double tol = bf16 ? 2e-2 : 1e-4;
   for (bool fuse : {true, false})
     for (const char* backend : {"aot_eager", "cudagraphs"}) {
-      Compiled<decltype(fn)> compiled(fn, {.backend = backend, .fuse_epilogues = fuse});
+      Compiled<decltype(fn)> compiled(fn, {.backend = backend, .fuse_epilogues = fuse, .fuse_gradient_epilogues = fuse});
       for (int call = 0; call < 3; ++call) {
         const TensorList got = run(compiled(TensorList{x, y})[0]);
         for (size_t k = 0; k < got.size(); ++k)
