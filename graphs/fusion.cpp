@@ -37,16 +37,16 @@ bool is_gelu_tanh_backward(const Graph& graph, const GraphNode& n) {
          math.binary == BinaryKind::GeluTanhBackward && math.params.side == ScalarSide::None;
 }
 
-// The node summing 2-D `g` [n, m] over its rows into [m] (a bias gradient), or -1.
+// The node summing `g` over all but its last dim into [last dim], in g's dtype (a bias gradient), or -1.
 int32_t bias_sum_reader(const Graph& graph, const std::vector<std::vector<int32_t>>& readers,
                         const std::vector<bool>& removed, ValueId g) {
   const TensorMeta& gm = meta_of_value(graph, g);
-  if (gm.sizes.size() != 2) return -1;
+  if (gm.sizes.empty()) return -1;
   for (int32_t r : readers[static_cast<size_t>(g)]) {
     const GraphNode& sum = graph.nodes[static_cast<size_t>(r)];
     if (removed[static_cast<size_t>(r)] || sum.op->name() != "sum_to_size" || sum.outputs.size() != 1) continue;
     const TensorMeta& dm = meta_of_value(graph, sum.outputs[0]);
-    if (dm.sizes == Shape{gm.sizes[1]} && dm.dtype == gm.dtype) return r;
+    if (dm.sizes == Shape{gm.sizes.back()} && dm.dtype == gm.dtype) return r;
   }
   return -1;
 }
@@ -93,21 +93,14 @@ int fuse_relu_backward_bias_grad(Graph& graph) {
   int fused = 0;
   for (GraphNode& n : graph.nodes) {
     if (n.op->name() != "threshold_backward" || n.outputs.size() != 1 || n.inputs.size() != 2) continue;
-    const auto h = static_cast<size_t>(n.outputs[0]);
-    const TensorMeta& hm = graph.values[h].meta;
-    if (hm.sizes.empty()) continue;
-    for (int32_t r : readers[h]) {
-      GraphNode& sum = graph.nodes[static_cast<size_t>(r)];
-      if (removed[static_cast<size_t>(r)] || sum.op->name() != "sum_to_size" || sum.outputs.size() != 1) continue;
-      const TensorMeta& dm = graph.values[static_cast<size_t>(sum.outputs[0])].meta;
-      if (dm.sizes != Shape{hm.sizes.back()} || dm.dtype != hm.dtype) continue;
-      n.op = relu_backward_bias_grad_op();
-      n.outputs = {n.outputs[0], sum.outputs[0]};
-      graph.values[static_cast<size_t>(sum.outputs[0])].output_index = 1;
-      removed[static_cast<size_t>(r)] = true;
-      ++fused;
-      break;
-    }
+    const int32_t sum = bias_sum_reader(graph, readers, removed, n.outputs[0]);
+    if (sum < 0) continue;
+    const ValueId db = graph.nodes[static_cast<size_t>(sum)].outputs[0];
+    n.op = relu_backward_bias_grad_op();
+    n.outputs = {n.outputs[0], db};
+    graph.values[static_cast<size_t>(db)].output_index = 1;
+    removed[static_cast<size_t>(sum)] = true;
+    ++fused;
   }
   if (fused > 0) drop_nodes(graph, removed);
   return fused;
@@ -225,7 +218,7 @@ int fuse_weight_bias_grads(Graph& graph) {
   int fused = 0;
   for (size_t v = 0; v < graph.values.size(); ++v) {
     const auto g = static_cast<ValueId>(v);
-    if (!on_cuda(graph, g)) continue;
+    if (!on_cuda(graph, g) || meta_of_value(graph, g).sizes.size() != 2) continue;
     const int32_t sum = bias_sum_reader(graph, readers, removed, g);
     if (sum < 0) continue;
     // t(g), and the product t(g) @ x reading it.

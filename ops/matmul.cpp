@@ -15,7 +15,6 @@
 
 #ifdef TG_WITH_CUDA
 #include "ops/cuda/blas.h"
-#include "ops/cuda/matmul.h"
 #endif
 
 namespace tg {

@@ -1,5 +1,5 @@
 // Kernels and checks shared by the matrix-product ops (ops/matmul.cpp, ops/linear.cpp,
-// ops/linear_epilogue.cpp).
+// ops/linear_grad.cpp).
 #include "ops/matmul_kernels.h"
 
 #include "ops/dispatch.h"
@@ -18,6 +18,19 @@ namespace tg {
 namespace {
 
 std::string mat_str(const Tensor& t) { return std::to_string(t.size(0)) + "x" + std::to_string(t.size(1)); }
+
+// Clamps a contiguous output at 0 (the ReLU a fused linear applies when no epilogue did).
+void relu_in_place(const Tensor& out) {
+  if (out.is_cuda()) {
+    Tensor handle = out;
+    handle.copy_(relu(out));
+    return;
+  }
+  TG_DISPATCH_FLOATING(out.dtype(), "linear_relu", [&] {
+    scalar_t* p = out.data_ptr<scalar_t>();
+    for (int64_t i = 0, n = out.numel(); i < n; ++i) p[i] = p[i] < scalar_t(0) ? scalar_t(0) : p[i];  // NaN stays NaN, as relu
+  });
+}
 
 }  // namespace
 
@@ -66,18 +79,6 @@ void run_gemm(const Gemm& g) {
 #endif
   }
   cpu_gemm(g);
-}
-
-void relu_in_place(const Tensor& out) {
-  if (out.is_cuda()) {
-    Tensor handle = out;
-    handle.copy_(relu(out));
-    return;
-  }
-  TG_DISPATCH_FLOATING(out.dtype(), "linear_relu", [&] {
-    scalar_t* p = out.data_ptr<scalar_t>();
-    for (int64_t i = 0, n = out.numel(); i < n; ++i) p[i] = p[i] < scalar_t(0) ? scalar_t(0) : p[i];  // NaN stays NaN, as relu
-  });
 }
 
 Gemm gemm_2d_plan(const Tensor& out, int64_t n, int64_t m, int64_t k, const Tensor& a, bool trans_a, const Tensor& b,

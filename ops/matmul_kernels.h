@@ -24,8 +24,6 @@ Device check_mm(const char* op, const Tensor& a, const Tensor& b);
 void fill_bias(const Tensor& out, int64_t n, int64_t m, const BiasRef& bias, double beta);
 // Runs g on its device's BLAS (cuBLAS, or the CPU products of ops/cpu/gemm.cpp).
 void run_gemm(const Gemm& g);
-// Clamps a contiguous output at 0 (the ReLU a fused linear applies when no epilogue did).
-void relu_in_place(const Tensor& out);
 // The product out (contiguous [n, m]) = alpha * op(a) @ op(b), operands read in place where their
 // strides allow (else copied into keep_a / keep_b), beta 0.
 Gemm gemm_2d_plan(const Tensor& out, int64_t n, int64_t m, int64_t k, const Tensor& a, bool trans_a, const Tensor& b,

@@ -1,7 +1,8 @@
 // The CPU elementwise loop: runs a functor over a TensorIter. One flat typed loop when every
-// operand is dense (the compiler vectorizes it, for AVX2 or AVX-512 where the CPU has them), typed strided rows otherwise, and a converting
-// path (loads and stores through the operands' own dtypes) when operand dtypes differ from the
-// functor's types, as in int32 + float64 or an in-place write into a narrower dtype.
+// operand is dense (the compiler vectorizes it, for AVX2 or AVX-512 where the CPU has them), typed
+// strided rows otherwise, and a converting path (loads and stores through the operands' own
+// dtypes) when operand dtypes differ from the functor's types, as in int32 + float64 or an
+// in-place write into a narrower dtype.
 #pragma once
 
 #include <tuple>

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "ops/cpu/vector_isa.h"
+
 #ifdef TG_WITH_CBLAS
 #include <dlfcn.h>
 #endif
@@ -9,13 +11,13 @@
 namespace tg::cpu {
 
 std::string openblas_core_for_this_cpu() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512dq"))
-    return "SkylakeX";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
-  if (__builtin_cpu_supports("avx")) return "Sandybridge";
+  switch (cpu_vector_isa()) {
+    case VectorIsa::Avx512: return "SkylakeX";
+    case VectorIsa::Avx2: return "Haswell";
+    case VectorIsa::Baseline: break;
+  }
+#if TG_CPU_ISA_VARIANTS
+  if (__builtin_cpu_supports("avx")) return "Sandybridge";  // cpu_vector_isa() ran __builtin_cpu_init
 #endif
   return "";
 }

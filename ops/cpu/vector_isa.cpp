@@ -8,7 +8,9 @@ namespace {
 
 std::atomic<VectorIsa> g_cap{VectorIsa::Avx512};
 
-VectorIsa detected() {
+}  // namespace
+
+VectorIsa cpu_vector_isa() {
   static const VectorIsa isa = [] {
 #if TG_CPU_ISA_VARIANTS
     __builtin_cpu_init();
@@ -22,9 +24,7 @@ VectorIsa detected() {
   return isa;
 }
 
-}  // namespace
-
-VectorIsa vector_isa() { return std::min(detected(), g_cap.load(std::memory_order_relaxed)); }
+VectorIsa vector_isa() { return std::min(cpu_vector_isa(), g_cap.load(std::memory_order_relaxed)); }
 
 void set_max_vector_isa(VectorIsa cap) { g_cap.store(cap, std::memory_order_relaxed); }
 

@@ -15,7 +15,9 @@ namespace tg::cpu {
 // The widest vector instruction set the loops have a variant for.
 enum class VectorIsa { Baseline, Avx2, Avx512 };
 
-// The variant the loops run: the running CPU's widest, capped by set_max_vector_isa.
+// The running CPU's widest, read once.
+VectorIsa cpu_vector_isa();
+// The variant the loops run: cpu_vector_isa() capped by set_max_vector_isa.
 VectorIsa vector_isa();
 // Caps the variants the loops may run (Avx512 by default: no cap). Every variant rounds alike (the
 // library is built without contracted multiply-adds); tests compare them, and a user may pin a run

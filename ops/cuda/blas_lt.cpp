@@ -243,11 +243,9 @@ bool gemm_lt(const Gemm& g, const LtArgs& args) {
     if (args.aux == nullptr || alignment(args.aux) < 16 || args.aux_ld < g.m) return false;
     if (args.aux_ld % (mask ? 128 : 8) != 0) return false;  // cuBLASLt's rule for the auxiliary rows
   }
-  if (g.n == 0 || g.m == 0 || g.k == 0) {
-    // Nothing to multiply. Bias gradients (zeros) and auxiliary outputs are the caller's to write.
-    if (writes_bias_grad(e) || has_aux(e) || g.k == 0) return false;
-    return true;
-  }
+  // Nothing to multiply: an empty output is done; bias gradients (zeros), auxiliary outputs and
+  // k = 0 (a bias fill) are the caller's to write.
+  if (g.n == 0 || g.m == 0 || g.k == 0) return g.k != 0 && !writes_bias_grad(e) && !has_aux(e);
   const int device = g.device.index;
   DeviceGuard guard(device);
   void* workspace = cublas_workspace(device);
