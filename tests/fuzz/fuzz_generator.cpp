@@ -87,6 +87,7 @@ Program generate_program(uint64_t seed) {
   Rng rng(seed * 0x9E3779B97F4A7C15ull + 17);
   Program p;
   p.seed = seed;
+  p.gradient_epilogues = seed % 2 == 1;  // from the seed, so the drawn program does not change
   const int64_t n_inputs = rng.between(1, 3);
   for (int64_t i = 0; i < n_inputs; ++i) p.inputs.push_back(draw_input(rng));
 
@@ -128,6 +129,7 @@ FuzzResult check_program(const Program& program, const std::string& backend, Dev
   const TensorList inputs = make_inputs(program, device);
   testing::ParityOptions options;
   options.compile.backend = backend;
+  options.compile.fuse_gradient_epilogues = program.gradient_epilogues;
   const Tolerance tol = tolerance_of(program);
   options.rtol = tol.rtol;
   options.atol = tol.atol;

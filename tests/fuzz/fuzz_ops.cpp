@@ -222,22 +222,26 @@ std::vector<FuzzOp> make_ops() {
                        },
                        [](TensorList& x, const Attrs&) { return x[0].matmul(x[1].transpose(-1, -2)); },
                        [](const Names& n, const Attrs&) { return n[0] + ".matmul(" + n[1] + ".transpose(-1, -2))"; }});
-  // linear with a bias cut from the weight, often followed by relu: the pair compiled graphs fuse.
+  // linear with a bias cut from the weight, often followed by relu or a tanh gelu: the pairs compiled
+  // graphs fuse (with their gradients, in programs compiled with the gradient epilogues).
   ops.push_back(FuzzOp{"linear", 2, false,
                        [](Rng& rng, const TensorList& x, Attrs& a) {
                          if (!floating(x[0]) || x[0].dim() < 1 || x[1].dim() != 2) return false;
-                         a.ints = {rng.chance(0.7), rng.chance(0.7)};  // then relu; with a bias
+                         const int64_t activation = rng.chance(0.7) ? rng.between(1, 2) : 0;  // none, relu, gelu
+                         a.ints = {activation, rng.chance(0.7)};  // then the activation; with a bias
                          return true;
                        },
                        [](TensorList& x, const Attrs& a) {
                          const Tensor bias = a.ints[1] ? x[1].select(1, 0) : Tensor();
                          const Tensor y = linear(x[0], x[1], bias);
-                         return a.ints[0] ? y.relu() : y;
+                         if (a.ints[0] == 1) return y.relu();
+                         return a.ints[0] == 2 ? gelu(y, "tanh") : y;
                        },
                        [](const Names& n, const Attrs& a) {
                          const std::string y =
                              "linear(" + n[0] + ", " + n[1] + (a.ints[1] ? ", " + n[1] + ".select(1, 0))" : ")");
-                         return a.ints[0] ? y + ".relu()" : y;
+                         if (a.ints[0] == 1) return y + ".relu()";
+                         return a.ints[0] == 2 ? "gelu(" + y + ", \"tanh\")" : y;
                        }});
   ops.push_back(FuzzOp{"softmax", 1, false,
                        [](Rng& rng, const TensorList& x, Attrs& a) {

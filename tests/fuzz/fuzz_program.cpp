@@ -96,8 +96,8 @@ std::string print_program(const Program& program, const std::string& backend, De
   for (size_t i = 0; i < program.outputs.size(); ++i) os << (i ? ", " : "") << value_name(program.outputs[i]);
   const Tolerance tol = tolerance_of(program);
   os << "};\n  };\n"
-     << "  testing::expect_compiled_matches_eager(fn, {" << args << "}, {.compile = {.backend = \"" << backend
-     << "\"}, .rtol = " << tol.rtol << ", .atol = " << tol.atol << ", .calls = 3, .seed = " << program.seed << "});\n}\n";
+     << "  testing::expect_compiled_matches_eager(fn, {" << args << "}, {.compile = {.backend = \"" << backend << "\""
+     << (program.gradient_epilogues ? ", .fuse_gradient_epilogues = true" : "") << "}, .rtol = " << tol.rtol << ", .atol = " << tol.atol << ", .calls = 3, .seed = " << program.seed << "});\n}\n";
   return os.str();
 }
 

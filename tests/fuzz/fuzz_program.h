@@ -57,6 +57,7 @@ struct Program {
   std::vector<InputSpec> inputs;
   std::vector<Statement> body;
   std::vector<int> outputs;  // value indices
+  bool gradient_epilogues = false;  // compiled with CompileOptions::fuse_gradient_epilogues (odd seeds)
 };
 
 // How closely compiled results must match eager ones: float32's bounds, looser where a 16-bit input
