@@ -29,8 +29,8 @@ AdamLists split_lists(const TensorList& in) {
 }
 
 // Validates `lists` lists of n tensors laid end to end in `in` (names[k] names list k; list 0 holds
-// the parameters): lists below `shaped` match their parameter's shape, and every tensor has the
-// parameters' floating dtype and device and is contiguous.
+// the parameters): lists below `shaped` match their parameter's shape and have its floating dtype,
+// and every tensor is on the parameters' device and contiguous.
 void check_lists(const char* op, const TensorList& in, size_t lists, const std::vector<const char*>& names,
                  size_t shaped) {
   TG_CHECK(!in.empty() && in.size() % lists == 0, "[", op, "] expected ", lists, " lists of equal length, got ",
@@ -43,11 +43,13 @@ void check_lists(const char* op, const TensorList& in, size_t lists, const std::
     for (size_t k = 0; k < lists; ++k) {
       const Tensor& t = in[k * n + i];
       TG_CHECK(t.defined(), "[", op, "] ", names[k], " ", i, " is undefined");
-      TG_CHECK(k >= shaped || t.sizes() == p.sizes(), "[", op, "] ", names[k], " ", i, " has shape ",
-               shape_str(t.sizes()), ", expected the shape of parameter ", i, " ", shape_str(p.sizes()));
-      TG_CHECK(t.dtype() == first.dtype() && t.device() == first.device(), "[", op, "] tensors of parameter ", i,
-               " are ", dtype_name(t.dtype()), " on ", t.device().str(), ", expected ", dtype_name(first.dtype()),
-               " on ", first.device().str(), " like parameter 0");
+      if (k < shaped) {
+        TG_CHECK(t.sizes() == p.sizes(), "[", op, "] ", names[k], " ", i, " has shape ", shape_str(t.sizes()),
+                 ", expected the shape of parameter ", i, " ", shape_str(p.sizes()));
+      }
+      TG_CHECK((k >= shaped || t.dtype() == first.dtype()) && t.device() == first.device(), "[", op,
+               "] tensors of parameter ", i, " are ", dtype_name(t.dtype()), " on ", t.device().str(), ", expected ",
+               dtype_name(k < shaped ? first.dtype() : t.dtype()), " on ", first.device().str(), " like parameter 0");
       TG_CHECK(t.is_contiguous(), "[", op, "] tensors of parameter ", i, " must be contiguous, got strides ",
                shape_str(t.strides()));
     }
@@ -101,23 +103,24 @@ class AdamStepOp final : public Op {
     check_lists("adam_step_", lists, 5, {"param", "grad", "exp_avg", "exp_avg_sq", "step"}, 4);
     const AdamLists l = split_lists(lists);
     for (size_t i = 0; i < l.n; ++i)
-      TG_CHECK(l.steps[i].numel() == 1, "[adam_step_] step ", i, " must hold one count, got shape ",
+      TG_CHECK(l.steps[i].numel() == 1 && l.steps[i].dtype() == kFloat32, "[adam_step_] step ", i,
+               " must be one float32 count, got ", dtype_name(l.steps[i].dtype()), " of shape ",
                shape_str(l.steps[i].sizes()));
     return written_metas(schema_, in);
   }
 
   void eval(const TensorList& in, TensorList& out) const override {
-    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
     const Tensor skip_if = skip_flag_ ? in.back() : Tensor();
     const TensorList lists = skip_flag_ ? slice(in, 0, in.size() - 1) : in;
     const AdamLists l = split_lists(lists);
 #ifdef TG_WITH_CUDA
-    if (l.params[0].is_cuda()) {
+    if (l.params[0].is_cuda()) {  // the kernels compute 16-bit floats in float32 themselves
       cuda::adam_step(slice(in, 0, l.n), slice(in, l.n, l.n), slice(in, 2 * l.n, l.n), slice(in, 3 * l.n, l.n),
                       slice(in, 4 * l.n, l.n), options_, skip_if);
       return;
     }
 #endif
+    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
     if (skip_if.defined() && skip_if.item<float>() != 0.f) return;
     const AdamStepOptions& o = options_;
     TG_DISPATCH_FLOATING(l.params[0].dtype(), "adam_step_", [&] {
@@ -126,9 +129,9 @@ class AdamStepOp final : public Op {
         const scalar_t* g = l.grads[i].data_ptr<scalar_t>();
         scalar_t* m = l.exp_avgs[i].data_ptr<scalar_t>();
         scalar_t* v = l.exp_avg_sqs[i].data_ptr<scalar_t>();
-        scalar_t* step = l.steps[i].data_ptr<scalar_t>();
+        float* step = l.steps[i].data_ptr<float>();
         const double t = static_cast<double>(*step) + 1.0;
-        *step = static_cast<scalar_t>(t);
+        *step = static_cast<float>(t);
         const double bias1 = 1.0 - std::pow(o.beta1, t);
         const double bias2_sqrt = std::sqrt(1.0 - std::pow(o.beta2, t));
         const int64_t numel = l.params[i].numel();
@@ -179,17 +182,17 @@ class SgdStepOp final : public Op {
   }
 
   void eval(const TensorList& in, TensorList& out) const override {
-    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
     const bool momentum = options_.momentum != 0.0;
     const Tensor skip_if = skip_flag_ ? in.back() : Tensor();
     const size_t n = (in.size() - (skip_flag_ ? 1 : 0)) / (momentum ? 3 : 2);
 #ifdef TG_WITH_CUDA
-    if (in[0].is_cuda()) {
+    if (in[0].is_cuda()) {  // the kernels compute 16-bit floats in float32 themselves
       cuda::sgd_step(slice(in, 0, n), slice(in, n, n), momentum ? slice(in, 2 * n, n) : TensorList{}, options_,
                      skip_if);
       return;
     }
 #endif
+    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
     if (skip_if.defined() && skip_if.item<float>() != 0.f) return;
     const SgdStepOptions& o = options_;
     TG_DISPATCH_FLOATING(in[0].dtype(), "sgd_step_", [&] {

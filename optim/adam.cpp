@@ -34,7 +34,7 @@ void Adam::update(const TensorList& grads) {
   NoGradGuard no_grad;
   if (!capturable_ && skipped_on_host()) return;  // the fused update's kernel decides on the device
   ++step_;
-  if (capturable_) {
+  if (capturable_ || fused_eagerly(grads)) {
     update_fused(grads);
     return;
   }
@@ -46,6 +46,7 @@ void Adam::update(const TensorList& grads) {
     // Each parameter counts its own updates, as in PyTorch: one skipped for lack of a grad
     // keeps its bias correction where it was.
     const double t = static_cast<double>(++param_steps_[i]);
+    if (i < device_steps_.size() && device_steps_[i].defined()) device_steps_[i].fill_(t);  // as state_dict reads
     if (o.weight_decay != 0.0) {
       if (decoupled_) {
         p.mul_(1.0 - lr_ * o.weight_decay);
@@ -69,8 +70,9 @@ void Adam::update(const TensorList& grads) {
 }
 
 void Adam::update_fused(const TensorList& grads) {
-  // The step counts live on the device, so a captured update computes the right bias corrections on
-  // every replay; parameters sharing a device and dtype are updated by one fused op.
+  // The step counts live on the device (float32, as in PyTorch), so a captured update computes the
+  // right bias corrections on every replay; parameters sharing a device and dtype are updated by one
+  // fused op.
   device_steps_.resize(params_.size());
   const AdamOptions& o = options_;
   const AdamStepOptions step_options{lr_, o.beta1, o.beta2, o.eps, o.weight_decay, decoupled_};
@@ -80,7 +82,7 @@ void Adam::update_fused(const TensorList& grads) {
       Tensor& p = params_[i];
       const double t = static_cast<double>(++param_steps_[i]);
       Tensor& step = device_steps_[i];
-      if (!step.defined() || step.device() != p.device()) step = full({}, t - 1.0, {.dtype = p.dtype(), .device = p.device()});
+      if (!step.defined() || step.device() != p.device()) step = full({}, t - 1.0, {.dtype = kFloat32, .device = p.device()});
       params.push_back(p);
       gs.push_back(grads[i].contiguous());
       exp_avgs.push_back(state_like(exp_avg_[i], p));

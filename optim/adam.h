@@ -35,7 +35,8 @@ class Adam : public Optimizer {
   Adam(TensorList params, AdamOptions options, bool decoupled);
 
  private:
-  // The capturable update: one fused adam_step_ per device and dtype, step counts on the device.
+  // The fused update (capturable, and eager on CUDA): one adam_step_ per device and dtype, step
+  // counts on the device.
   void update_fused(const TensorList& grads);
 
   AdamOptions options_;
@@ -44,7 +45,7 @@ class Adam : public Optimizer {
   TensorList exp_avg_;     // first moments, created on each parameter's first update
   TensorList exp_avg_sq_;  // second moments
   std::vector<int64_t> param_steps_;  // per parameter: updates applied (t in the bias corrections)
-  TensorList device_steps_;  // capturable: the same counts as 0-dim tensors on each parameter's device
+  TensorList device_steps_;  // fused updates: the same counts as 0-dim float32 tensors on each parameter's device
 };
 
 // Adam with decoupled weight decay (Loshchilov & Hutter): p *= 1 - lr*wd before the Adam update.

@@ -52,6 +52,16 @@ std::vector<std::vector<size_t>> Optimizer::fused_groups(const TensorList& grads
   return groups;
 }
 
+bool Optimizer::fused_eagerly(const TensorList& grads) const {
+  bool any = false;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    if (!params_[i].is_cuda() || !params_[i].is_contiguous()) return false;
+    any = true;
+  }
+  return any;
+}
+
 Tensor& Optimizer::state_like(Tensor& state, const Tensor& p) {
   if (!state.defined()) {
     state = zeros_like(p);

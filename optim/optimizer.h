@@ -25,7 +25,8 @@ class Optimizer {
   // steps trace this with the gradients as arguments.
   virtual void update(const TensorList& grads) = 0;
   // Keeps every piece of per-step state on the device (no host counters baked into a trace), so
-  // that update() can be captured in a CUDA graph and replayed. Off by default (fewer kernels).
+  // that update() can be captured in a CUDA graph and replayed. Off by default: CUDA parameters take
+  // the same fused update eagerly, CPU ones count steps on the host.
   virtual void set_capturable(bool value) { capturable_ = value; }
   bool capturable() const { return capturable_; }
   // Clears gradients: drops them (set_to_none, the default, as in PyTorch) or zeroes them in place.
@@ -54,6 +55,9 @@ class Optimizer {
   // Indices of the parameters that have a gradient, grouped by device and dtype in order of first
   // appearance: the parameters one fused update can take together.
   std::vector<std::vector<size_t>> fused_groups(const TensorList& grads) const;
+  // True where eager updates take the fused multi-tensor op, as PyTorch's CUDA default takes its
+  // multi-tensor kernels: every parameter with a grad is a contiguous CUDA tensor.
+  bool fused_eagerly(const TensorList& grads) const;
   // Zeros like `p` the first time, and follows `p` to its device if the module moved since.
   static Tensor& state_like(Tensor& state, const Tensor& p);
   // Checks that dict[key] exists and matches `like`'s dtype and shape (or is a 0-dim number when

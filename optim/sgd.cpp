@@ -20,7 +20,7 @@ void SGD::update(const TensorList& grads) {
   TG_CHECK(grads.size() == params_.size(), "[SGD] got ", grads.size(), " gradients for ", params_.size(), " parameters");
   NoGradGuard no_grad;
   // A skip flag also takes the fused update where it can: its kernel reads the flag on the device.
-  if ((capturable_ || skip_if_.defined()) && update_fused(grads)) return;
+  if ((capturable_ || skip_if_.defined() || fused_eagerly(grads)) && update_fused(grads)) return;
   if (skipped_on_host()) return;
   const SGDOptions& o = options_;
   for (size_t i = 0; i < params_.size(); ++i) {

@@ -1,9 +1,12 @@
 // The fused optimizer ops adam_step_ and sgd_step_: agreement with Adam's unfused formula, its errors, CPU against
-// CUDA over more parameters than one launch takes, and tracing (an op writing several inputs).
+// CUDA (16-bit floats and more parameters than one launch takes included), one launch for every
+// parameter inside a CUDA graph, and tracing (an op writing several inputs).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
+#include "graphs/graph_recorder.h"
 #include "graphs/testing/parity.h"
 #include "ops/optim_step.h"
 #include "optim/optim.h"
@@ -25,9 +28,18 @@ AdamState make_state(int n, DType dtype, Device device) {
     s.grads.push_back(randn(shape, {.dtype = dtype}).to(device));
     s.exp_avgs.push_back(randn(shape, {.dtype = dtype}).mul_(0.1).to(device));
     s.exp_avg_sqs.push_back(rand(shape, {.dtype = dtype}).mul_(0.1).to(device));
-    s.steps.push_back(full({}, static_cast<double>(i % 3), {.dtype = dtype, .device = device}));
+    s.steps.push_back(full({}, static_cast<double>(i % 3), {.dtype = kFloat32, .device = device}));
   }
   return s;
+}
+
+// A copy of every tensor of `s` on `device`.
+AdamState copy_state(const AdamState& s, Device device) {
+  AdamState c;
+  for (auto [from, to] : {std::pair{&s.params, &c.params}, {&s.grads, &c.grads}, {&s.exp_avgs, &c.exp_avgs},
+                          {&s.exp_avg_sqs, &c.exp_avg_sqs}, {&s.steps, &c.steps}})
+    for (const Tensor& t : *from) to->push_back(t.to(device).clone());
+  return c;
 }
 
 void step(AdamState& s, const AdamStepOptions& o) {
@@ -71,6 +83,10 @@ TEST(AdamStep, RejectsMismatchedListsShapesAndDtypes) {
   wrong_dtype[1] = wrong_dtype[1].to(kFloat64);
   EXPECT_THROW_MSG(adam_step_(s.params, s.grads, wrong_dtype, s.exp_avg_sqs, s.steps, {}),
                    "tensors of parameter 1 are float64 on cpu, expected float32 on cpu");
+  TensorList double_steps = s.steps;
+  double_steps[0] = double_steps[0].to(kFloat64);
+  EXPECT_THROW_MSG(adam_step_(s.params, s.grads, s.exp_avgs, s.exp_avg_sqs, double_steps, {}),
+                   "step 0 must be one float32 count, got float64 of shape []");
   TensorList shared = s.exp_avg_sqs;
   shared[0] = s.exp_avgs[0];
   EXPECT_THROW_MSG(adam_step_(s.params, s.grads, s.exp_avgs, shared, s.steps, {}), "shares memory");
@@ -129,25 +145,20 @@ TEST(SgdStep, MatchesTheUnfusedFormulaWithAndWithoutMomentum) {
   EXPECT_THROW_MSG(sgd_step_(s.params, s.grads, {}, {.momentum = 0.9}), "expected 2 grads and 2 momentum buffers");
 }
 
-TEST(SgdStepCuda, MatchesCpuOverSeveralLaunches) {
+TEST(SgdStepCuda, MatchesCpuInOneLaunch) {
   TG_REQUIRE_CUDA();
   manual_seed(6);
-  AdamState cpu = make_state(40, kFloat32, kCPU);
-  TensorList params, grads, bufs;
-  for (size_t i = 0; i < cpu.params.size(); ++i) {
-    params.push_back(cpu.params[i].to(cuda_device()));
-    grads.push_back(cpu.grads[i].to(cuda_device()));
-    bufs.push_back(cpu.exp_avgs[i].to(cuda_device()));
-  }
+  AdamState cpu = make_state(40, kFloat32, kCPU);  // the momentum buffers are the exp_avgs
+  AdamState gpu = copy_state(cpu, cuda_device());
   const SgdStepOptions o{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true};
   NoGradGuard no_grad;
   for (int k = 0; k < 3; ++k) {
     sgd_step_(cpu.params, cpu.grads, cpu.exp_avgs, o);
-    sgd_step_(params, grads, bufs, o);
+    sgd_step_(gpu.params, gpu.grads, gpu.exp_avgs, o);
   }
-  for (size_t i = 0; i < params.size(); ++i) {
-    testing::expect_close(params[i].to(kCPU), cpu.params[i], 1e-5, 1e-5);
-    testing::expect_close(bufs[i].to(kCPU), cpu.exp_avgs[i], 1e-5, 1e-5);
+  for (size_t i = 0; i < cpu.params.size(); ++i) {
+    testing::expect_close(gpu.params[i].to(kCPU), cpu.params[i], 1e-5, 1e-5);
+    testing::expect_close(gpu.exp_avgs[i].to(kCPU), cpu.exp_avgs[i], 1e-5, 1e-5);
   }
 }
 
@@ -155,12 +166,8 @@ TEST(AdamStepCuda, MatchesCpuOverSeveralLaunches) {
   TG_REQUIRE_CUDA();
   for (DType dtype : {kFloat32, kFloat64}) {
     manual_seed(4);
-    AdamState cpu = make_state(70, dtype, kCPU);  // three launches of up to 32 parameters
-    AdamState gpu;
-    for (auto [from, to] : {std::pair{&cpu.params, &gpu.params}, {&cpu.grads, &gpu.grads},
-                            {&cpu.exp_avgs, &gpu.exp_avgs}, {&cpu.exp_avg_sqs, &gpu.exp_avg_sqs},
-                            {&cpu.steps, &gpu.steps}})
-      for (const Tensor& t : *from) to->push_back(t.to(cuda_device()));
+    AdamState cpu = make_state(400, dtype, kCPU);  // more parameters than one launch takes
+    AdamState gpu = copy_state(cpu, cuda_device());
     const AdamStepOptions o{.lr = 0.01, .weight_decay = 0.05, .decoupled = true};
     for (int k = 0; k < 3; ++k) {
       step(cpu, o);
@@ -171,6 +178,64 @@ TEST(AdamStepCuda, MatchesCpuOverSeveralLaunches) {
       testing::expect_close(gpu.params[i].to(kCPU), cpu.params[i], tol, tol);
       testing::expect_close(gpu.exp_avg_sqs[i].to(kCPU), cpu.exp_avg_sqs[i], tol, tol);
       testing::expect_close(gpu.steps[i].to(kCPU), cpu.steps[i], 0, 0);
+    }
+  }
+}
+
+// 16-bit parameters and state are computed in float32 by the CUDA kernels and rounded once, as the
+// CPU's widened step does.
+TEST(OptimStepCuda, SixteenBitFloatsMatchCpu) {
+  TG_REQUIRE_CUDA();
+  for (DType dtype : {kBFloat16, kFloat16}) {
+    manual_seed(8);
+    AdamState cpu = make_state(20, dtype, kCPU);
+    AdamState gpu = copy_state(cpu, cuda_device());
+    const AdamStepOptions adam{.lr = 0.01, .weight_decay = 0.05};
+    const SgdStepOptions sgd{.lr = 0.1, .momentum = 0.9};
+    NoGradGuard no_grad;
+    for (AdamState* s : {&cpu, &gpu}) {
+      step(*s, adam);
+      sgd_step_(s->params, s->grads, s->exp_avgs, sgd);
+    }
+    const double tol = dtype == kBFloat16 ? 1e-2 : 1e-3;
+    for (size_t i = 0; i < cpu.params.size(); ++i) {
+      EXPECT_EQ(gpu.params[i].dtype(), dtype);
+      testing::expect_close(gpu.params[i].to(kCPU), cpu.params[i], tol, tol);
+      testing::expect_close(gpu.exp_avgs[i].to(kCPU), cpu.exp_avgs[i], tol, tol);
+      testing::expect_close(gpu.steps[i].to(kCPU), cpu.steps[i], 0, 0);
+    }
+  }
+}
+
+// Records `fn` into a CUDA graph, replays it once and returns the kernels one replay launches.
+int64_t replayed_kernels(const std::function<void()>& fn) {
+  auto [graph, outputs] = graphs::cuda_graph_recorder(cuda_device())->record([&] {
+    fn();
+    return TensorList{};
+  });
+  graph->replay();
+  return graph->kernels();
+}
+
+// A captured fused step launches one kernel for all of its parameters (Adam one more, that advances
+// the step counts), one per kLargeTable (384) parameters beyond, and replays the eager update.
+TEST(OptimStepCuda, OneLaunchUpdatesEveryParameter) {
+  TG_REQUIRE_CUDA();
+  NoGradGuard no_grad;
+  for (auto [n, launches] : {std::pair{1, 1}, {6, 1}, {300, 1}, {400, 2}}) {
+    manual_seed(9);
+    AdamState eager = make_state(n, kFloat32, cuda_device());
+    AdamState captured = copy_state(eager, cuda_device());
+    const SgdStepOptions sgd{.lr = 0.1, .momentum = 0.9};
+    const AdamStepOptions adam{.lr = 0.01};
+    sgd_step_(eager.params, eager.grads, eager.exp_avgs, sgd);
+    step(eager, adam);
+    EXPECT_EQ(replayed_kernels([&] { sgd_step_(captured.params, captured.grads, captured.exp_avgs, sgd); }), launches)
+        << n << " parameters";
+    EXPECT_EQ(replayed_kernels([&] { step(captured, adam); }), 2 * launches) << n << " parameters";
+    for (size_t i = 0; i < eager.params.size(); ++i) {
+      testing::expect_close(captured.params[i].to(kCPU), eager.params[i].to(kCPU), 0, 0);
+      testing::expect_close(captured.steps[i].to(kCPU), eager.steps[i].to(kCPU), 0, 0);
     }
   }
 }

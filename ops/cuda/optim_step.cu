@@ -1,128 +1,54 @@
-// The fused optimizer steps on CUDA (Adam, SGD): parameters go to the kernel in groups of kTensorsPerLaunch (their
-// pointers passed by value, so a captured launch needs no device-side table); blockIdx.y picks the
-// parameter and blocks stride over its elements. The step counts advance in a second, tiny launch
-// once every block has read them.
+// The fused optimizer steps on CUDA (Adam, SGD) as multi-tensor kernels: one launch updates every
+// parameter of a list. The launch's table (each parameter's pointers, size and first chunk) goes to
+// the kernel by value, so a captured launch needs no device-side table; every block updates one
+// chunk of kChunk elements of one parameter, found by a binary search of the first chunks. Adam's step
+// counts advance in a second, tiny launch once every block has read them.
 #include "ops/cuda/optim_step.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/device_guard.h"
+#include "tensor/half.h"
 
 namespace tg::cuda {
 namespace {
 
-constexpr int kTensorsPerLaunch = 32;
 constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocksPerTensor = 512;
+constexpr int64_t kChunk = 8192;  // elements one block updates
+// Parameters one launch takes: a small table for small models (less to copy per launch) and a large
+// one that stays inside CUDA's 32 KB kernel-parameter limit.
+constexpr int kSmallTable = 32;
+constexpr int kLargeTable = 384;
 
-// The pointers and sizes of up to kTensorsPerLaunch parameters and their state.
-template <typename T>
-struct AdamGroup {
-  T* params[kTensorsPerLaunch];
-  const T* grads[kTensorsPerLaunch];
-  T* exp_avgs[kTensorsPerLaunch];
-  T* exp_avg_sqs[kTensorsPerLaunch];
-  T* steps[kTensorsPerLaunch];
-  int64_t numel[kTensorsPerLaunch];
+// One launch's parameters: kLists lists of data (list 0 the parameters), Adam's step counts when it
+// has them, each parameter's size and first chunk (first_chunk[count] is the grid size).
+template <typename T, int kLists, int kCapacity>
+struct TensorTable {
+  static constexpr int kSize = kCapacity;
+  T* data[kLists][kCapacity];  // grads are never written, but share the lists' type
+  float* steps[kCapacity];     // null for SGD
+  int64_t numel[kCapacity];
+  int first_chunk[kCapacity + 1];
   int count;
 };
 
-// The hyper-parameters in the kernel's precision.
-struct AdamHyper {
-  double lr, beta1, beta2, eps, weight_decay;
-  bool decoupled;
-};
-
-template <typename T>
-__global__ void adam_kernel(AdamGroup<T> group, AdamHyper h, const float* skip) {
-  if (skip != nullptr && *skip != 0.f) return;
-  const int i = static_cast<int>(blockIdx.y);
-  const int64_t n = group.numel[i];
-  const double t = static_cast<double>(*group.steps[i]) + 1.0;
-  const T bias1 = static_cast<T>(1.0 - pow(h.beta1, t));
-  const T bias2_sqrt = static_cast<T>(sqrt(1.0 - pow(h.beta2, t)));
-  const T lr = static_cast<T>(h.lr), beta1 = static_cast<T>(h.beta1), beta2 = static_cast<T>(h.beta2);
-  const T eps = static_cast<T>(h.eps), wd = static_cast<T>(h.weight_decay);
-  T* p = group.params[i];
-  const T* g = group.grads[i];
-  T* m = group.exp_avgs[i];
-  T* v = group.exp_avg_sqs[i];
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < n; j += stride) {
-    T grad = g[j];
-    T param = p[j];
-    if (h.decoupled) param *= T(1) - lr * wd;
-    else grad += wd * param;
-    const T mj = beta1 * m[j] + (T(1) - beta1) * grad;
-    const T vj = beta2 * v[j] + (T(1) - beta2) * grad * grad;
-    m[j] = mj;
-    v[j] = vj;
-    p[j] = param - lr / bias1 * mj / (sqrt(vj) / bias2_sqrt + eps);
+// The parameter whose chunk this block updates: the last one whose first chunk is at or before it
+// (parameters without elements own no chunk, so a later one always wins).
+template <typename Table>
+__device__ int tensor_of_block(const Table& table) {
+  const int block = static_cast<int>(blockIdx.x);
+  int lo = 0, hi = table.count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (table.first_chunk[mid] <= block) lo = mid;
+    else hi = mid - 1;
   }
+  return lo;
 }
-
-template <typename T>
-__global__ void advance_steps_kernel(AdamGroup<T> group, const float* skip) {
-  if (skip != nullptr && *skip != 0.f) return;
-  const int i = static_cast<int>(threadIdx.x);
-  if (i < group.count) *group.steps[i] += T(1);
-}
-
-template <typename T>
-void launch_groups(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
-                   const TensorList& exp_avg_sqs, const TensorList& steps, const AdamHyper& h, const float* skip) {
-  cudaStream_t stream = current_stream();
-  for (size_t first = 0; first < params.size(); first += kTensorsPerLaunch) {
-    AdamGroup<T> group{};
-    int64_t max_numel = 0;
-    for (size_t i = first; i < std::min(params.size(), first + kTensorsPerLaunch); ++i) {
-      const int k = group.count++;
-      group.params[k] = params[i].data_ptr<T>();
-      group.grads[k] = grads[i].data_ptr<T>();
-      group.exp_avgs[k] = exp_avgs[i].data_ptr<T>();
-      group.exp_avg_sqs[k] = exp_avg_sqs[i].data_ptr<T>();
-      group.steps[k] = steps[i].data_ptr<T>();
-      group.numel[k] = params[i].numel();
-      max_numel = std::max(max_numel, group.numel[k]);
-    }
-    if (max_numel > 0) {
-      const dim3 grid(static_cast<unsigned>(std::min<int64_t>(blocks_for(max_numel, kThreads), kMaxBlocksPerTensor)),
-                      static_cast<unsigned>(group.count));
-      adam_kernel<T><<<grid, kThreads, 0, stream>>>(group, h, skip);
-      TG_CUDA_CHECK_LAUNCH();
-    }
-    advance_steps_kernel<T><<<1, kTensorsPerLaunch, 0, stream>>>(group, skip);
-    TG_CUDA_CHECK_LAUNCH();
-  }
-}
-
-// The pointers and sizes of up to kTensorsPerLaunch parameters, their grads and momentum buffers.
-template <typename T>
-struct SgdGroup {
-  T* params[kTensorsPerLaunch];
-  const T* grads[kTensorsPerLaunch];
-  T* buffers[kTensorsPerLaunch];  // null without momentum
-  int64_t numel[kTensorsPerLaunch];
-  int count;
-};
-
-// PyTorch's SGD rule for one element (b: its momentum buffer, null without momentum).
-template <typename T>
-struct SgdRule {
-  T lr, momentum, wd, keep;
-  bool nesterov;
-  __device__ __forceinline__ void operator()(T& p, T g, T* b) const {
-    T d = g + wd * p;
-    if (b != nullptr) {
-      *b = momentum * *b + keep * d;
-      d = nesterov ? d + momentum * *b : *b;
-    }
-    p -= lr * d;
-  }
-};
 
 // 16 bytes of T, loaded and stored as one access.
 template <typename T>
@@ -131,77 +57,219 @@ struct alignas(16) Pack16 {
   T v[kSize];
 };
 
-template <typename T>
-__global__ void sgd_kernel(SgdGroup<T> group, SgdStepOptions o, const float* skip) {
-  if (skip != nullptr && *skip != 0.f) return;
-  const int i = static_cast<int>(blockIdx.y);
-  const int64_t n = group.numel[i];
-  const SgdRule<T> rule{static_cast<T>(o.lr), static_cast<T>(o.momentum), static_cast<T>(o.weight_decay),
-                        static_cast<T>(1.0 - o.dampening), o.nesterov};
-  T* p = group.params[i];
-  const T* g = group.grads[i];
-  T* buf = group.buffers[i];
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  // 16-byte accesses over the aligned bulk (a memory-bound update: fewer, wider loads), then the rest.
+// Applies `rule` to elements [begin, end) of every list: rule(x) updates x[k] (list k's element, in
+// the compute type) and Rule::kWritten's bits name the lists stored back. The aligned bulk moves in
+// 16-byte accesses (the update is memory-bound), the rest one element at a time.
+template <typename T, int kLists, typename Rule>
+__device__ void update_range(T* const (&ptrs)[kLists], int64_t begin, int64_t end, const Rule& rule) {
+  using C = acc_type<T>;
   using P = Pack16<T>;
-  const auto address = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr); };
-  const bool aligned = (address(p) | address(g) | address(buf)) % 16 == 0;
-  const int64_t packs = aligned ? n / P::kSize : 0;
-  for (int64_t v = first; v < packs; v += stride) {
-    P pv = reinterpret_cast<const P*>(p)[v];
-    const P gv = reinterpret_cast<const P*>(g)[v];
-    P bv;
-    if (buf != nullptr) bv = reinterpret_cast<const P*>(buf)[v];
+  bool aligned = true;
 #pragma unroll
-    for (int k = 0; k < P::kSize; ++k) rule(pv.v[k], gv.v[k], buf != nullptr ? &bv.v[k] : nullptr);
-    reinterpret_cast<P*>(p)[v] = pv;
-    if (buf != nullptr) reinterpret_cast<P*>(buf)[v] = bv;
+  for (int k = 0; k < kLists; ++k) aligned &= reinterpret_cast<uintptr_t>(ptrs[k] + begin) % 16 == 0;
+  const int64_t bulk_end = aligned ? begin + (end - begin) / P::kSize * P::kSize : begin;
+  for (int64_t j = begin + threadIdx.x * P::kSize; j < bulk_end; j += static_cast<int64_t>(blockDim.x) * P::kSize) {
+    P packs[kLists];
+#pragma unroll
+    for (int k = 0; k < kLists; ++k) packs[k] = *reinterpret_cast<const P*>(ptrs[k] + j);
+#pragma unroll
+    for (int e = 0; e < P::kSize; ++e) {
+      C x[kLists];
+#pragma unroll
+      for (int k = 0; k < kLists; ++k) x[k] = static_cast<C>(packs[k].v[e]);
+      rule(x);
+#pragma unroll
+      for (int k = 0; k < kLists; ++k)
+        if (Rule::kWritten & (1 << k)) packs[k].v[e] = static_cast<T>(x[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < kLists; ++k)
+      if (Rule::kWritten & (1 << k)) *reinterpret_cast<P*>(ptrs[k] + j) = packs[k];
   }
-  for (int64_t j = packs * P::kSize + first; j < n; j += stride) rule(p[j], g[j], buf != nullptr ? buf + j : nullptr);
+  for (int64_t j = bulk_end + threadIdx.x; j < end; j += blockDim.x) {
+    C x[kLists];
+#pragma unroll
+    for (int k = 0; k < kLists; ++k) x[k] = static_cast<C>(ptrs[k][j]);
+    rule(x);
+#pragma unroll
+    for (int k = 0; k < kLists; ++k)
+      if (Rule::kWritten & (1 << k)) ptrs[k][j] = static_cast<T>(x[k]);
+  }
+}
+
+// The parameter and element range of this block's chunk.
+struct Chunk {
+  int tensor;
+  int64_t begin, end;
+};
+
+template <typename Table>
+__device__ Chunk chunk_of_block(const Table& table) {
+  const int i = tensor_of_block(table);
+  const int64_t begin = (static_cast<int64_t>(blockIdx.x) - table.first_chunk[i]) * kChunk;
+  return {i, begin, std::min(table.numel[i], begin + kChunk)};
+}
+
+// The pointers of parameter i's lists.
+template <typename T, int kLists, int kCapacity>
+struct ListPointers {
+  T* ptrs[kLists];
+  __device__ ListPointers(const TensorTable<T, kLists, kCapacity>& table, int i) {
+#pragma unroll
+    for (int k = 0; k < kLists; ++k) ptrs[k] = table.data[k][i];
+  }
+};
+
+// Adam's rule over {param, grad, exp_avg, exp_avg_sq} at step t (bias corrections folded in).
+template <typename C>
+struct AdamRule {
+  static constexpr int kWritten = 0b1101;
+  C lr, beta1, beta2, eps, wd, bias1, bias2_sqrt;
+  bool decoupled;
+  __device__ void operator()(C (&x)[4]) const {
+    C& param = x[0];
+    C grad = x[1];
+    if (decoupled) param *= C(1) - lr * wd;
+    else grad += wd * param;
+    x[2] = beta1 * x[2] + (C(1) - beta1) * grad;
+    x[3] = beta2 * x[3] + (C(1) - beta2) * grad * grad;
+    param = param - lr / bias1 * x[2] / (sqrt(x[3]) / bias2_sqrt + eps);
+  }
+};
+
+template <typename T, int kCapacity>
+__global__ void adam_kernel(TensorTable<T, 4, kCapacity> table, AdamStepOptions o, const float* skip) {
+  if (skip != nullptr && *skip != 0.f) return;
+  using C = acc_type<T>;
+  const Chunk chunk = chunk_of_block(table);
+  const double t = static_cast<double>(*table.steps[chunk.tensor]) + 1.0;
+  const AdamRule<C> rule{static_cast<C>(o.lr), static_cast<C>(o.beta1), static_cast<C>(o.beta2),
+                         static_cast<C>(o.eps), static_cast<C>(o.weight_decay),
+                         static_cast<C>(1.0 - pow(o.beta1, t)), static_cast<C>(sqrt(1.0 - pow(o.beta2, t))),
+                         o.decoupled};
+  update_range(ListPointers<T, 4, kCapacity>(table, chunk.tensor).ptrs, chunk.begin, chunk.end, rule);
+}
+
+template <typename T, int kLists, int kCapacity>
+__global__ void advance_steps_kernel(TensorTable<T, kLists, kCapacity> table, const float* skip) {
+  if (skip != nullptr && *skip != 0.f) return;
+  for (int i = static_cast<int>(threadIdx.x); i < table.count; i += static_cast<int>(blockDim.x))
+    *table.steps[i] += 1.f;
+}
+
+// PyTorch's SGD rule over {param, grad} or, with momentum, {param, grad, momentum_buffer}.
+template <typename C, int kLists>
+struct SgdRule {
+  static constexpr int kWritten = kLists == 3 ? 0b101 : 0b1;
+  C lr, momentum, wd, keep;
+  bool nesterov;
+  __device__ void operator()(C (&x)[kLists]) const {
+    C d = x[1] + wd * x[0];
+    if constexpr (kLists == 3) {
+      x[2] = momentum * x[2] + keep * d;
+      d = nesterov ? d + momentum * x[2] : x[2];
+    }
+    x[0] -= lr * d;
+  }
+};
+
+template <typename T, int kLists, int kCapacity>
+__global__ void sgd_kernel(TensorTable<T, kLists, kCapacity> table, SgdStepOptions o, const float* skip) {
+  if (skip != nullptr && *skip != 0.f) return;
+  using C = acc_type<T>;
+  const Chunk chunk = chunk_of_block(table);
+  const SgdRule<C, kLists> rule{static_cast<C>(o.lr), static_cast<C>(o.momentum), static_cast<C>(o.weight_decay),
+                                static_cast<C>(1.0 - o.dampening), o.nesterov};
+  update_range(ListPointers<T, kLists, kCapacity>(table, chunk.tensor).ptrs, chunk.begin, chunk.end, rule);
+}
+
+// Fills tables of up to kCapacity parameters from lists[k][first..] (and steps, when not empty) and
+// hands each to launch(table, grid_size); returns the index after the last parameter taken.
+template <typename T, int kLists, int kCapacity, typename Launch>
+size_t launch_table(const TensorList* const (&lists)[kLists], const TensorList& steps, size_t first,
+                    const Launch& launch) {
+  TensorTable<T, kLists, kCapacity> table{};
+  int64_t chunks = 0;
+  size_t i = first;
+  const size_t n = lists[0]->size();
+  for (; i < n && table.count < kCapacity; ++i) {
+    const int64_t numel = (*lists[0])[i].numel();
+    const int64_t own = (numel + kChunk - 1) / kChunk;
+    if (chunks + own > INT32_MAX && table.count > 0) break;  // the grid's size is an int
+    TG_CHECK(own <= INT32_MAX, "[optimizer step] parameter ", i, " has ", numel, " elements, more than one launch takes");
+    const int k = table.count++;
+    for (int l = 0; l < kLists; ++l) table.data[l][k] = (*lists[l])[i].template data_ptr<T>();
+    table.steps[k] = steps.empty() ? nullptr : steps[i].data_ptr<float>();
+    table.numel[k] = numel;
+    table.first_chunk[k] = static_cast<int>(chunks);
+    chunks += own;
+  }
+  table.first_chunk[table.count] = static_cast<int>(chunks);
+  launch(table, static_cast<unsigned>(chunks));
+  return i;
+}
+
+// Hands every parameter to `launch` in tables: one table for lists of up to kLargeTable parameters,
+// the small one for lists of up to kSmallTable.
+template <typename T, int kLists, typename Launch>
+void launch_all(const TensorList* const (&lists)[kLists], const TensorList& steps, const Launch& launch) {
+  const size_t n = lists[0]->size();
+  for (size_t first = 0; first < n;) {
+    first = n - first <= kSmallTable ? launch_table<T, kLists, kSmallTable>(lists, steps, first, launch)
+                                     : launch_table<T, kLists, kLargeTable>(lists, steps, first, launch);
+  }
 }
 
 template <typename T>
-void launch_sgd_groups(const TensorList& params, const TensorList& grads, const TensorList& buffers,
-                       const SgdStepOptions& o, const float* skip) {
+void launch_adam(const TensorList* const (&lists)[4], const TensorList& steps, const AdamStepOptions& o,
+                 const float* skip) {
   cudaStream_t stream = current_stream();
-  for (size_t first = 0; first < params.size(); first += kTensorsPerLaunch) {
-    SgdGroup<T> group{};
-    int64_t max_numel = 0;
-    for (size_t i = first; i < std::min(params.size(), first + kTensorsPerLaunch); ++i) {
-      const int k = group.count++;
-      group.params[k] = params[i].data_ptr<T>();
-      group.grads[k] = grads[i].data_ptr<T>();
-      group.buffers[k] = buffers.empty() ? nullptr : buffers[i].data_ptr<T>();
-      group.numel[k] = params[i].numel();
-      max_numel = std::max(max_numel, group.numel[k]);
+  launch_all<T, 4>(lists, steps, [&](const auto& table, unsigned grid) {
+    constexpr int kCapacity = std::decay_t<decltype(table)>::kSize;
+    if (grid > 0) {
+      adam_kernel<T, kCapacity><<<grid, kThreads, 0, stream>>>(table, o, skip);
+      TG_CUDA_CHECK_LAUNCH();
     }
-    if (max_numel == 0) continue;
-    const dim3 grid(static_cast<unsigned>(std::min<int64_t>(blocks_for(max_numel, kThreads), kMaxBlocksPerTensor)),
-                    static_cast<unsigned>(group.count));
-    sgd_kernel<T><<<grid, kThreads, 0, stream>>>(group, o, skip);
+    advance_steps_kernel<T, 4, kCapacity><<<1, kThreads, 0, stream>>>(table, skip);
     TG_CUDA_CHECK_LAUNCH();
-  }
+  });
 }
+
+template <typename T, int kLists>
+void launch_sgd(const TensorList* const (&lists)[kLists], const SgdStepOptions& o, const float* skip) {
+  cudaStream_t stream = current_stream();
+  launch_all<T, kLists>(lists, TensorList{}, [&](const auto& table, unsigned grid) {
+    constexpr int kCapacity = std::decay_t<decltype(table)>::kSize;
+    if (grid == 0) return;
+    sgd_kernel<T, kLists, kCapacity><<<grid, kThreads, 0, stream>>>(table, o, skip);
+    TG_CUDA_CHECK_LAUNCH();
+  });
+}
+
+const float* skip_pointer(const Tensor& skip_if) { return skip_if.defined() ? skip_if.data_ptr<float>() : nullptr; }
 
 }  // namespace
 
 void sgd_step(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
               const SgdStepOptions& options, const Tensor& skip_if) {
   DeviceGuard device(params[0].device().index);
-  const float* skip = skip_if.defined() ? skip_if.data_ptr<float>() : nullptr;
-  TG_DISPATCH_FLOAT_DOUBLE(params[0].dtype(), "sgd_step_",
-                       [&] { launch_sgd_groups<scalar_t>(params, grads, momentum_buffers, options, skip); });
+  const float* skip = skip_pointer(skip_if);
+  TG_DISPATCH_FLOATING(params[0].dtype(), "sgd_step_", [&] {
+    if (momentum_buffers.empty()) {
+      launch_sgd<scalar_t, 2>({&params, &grads}, options, skip);
+    } else {
+      launch_sgd<scalar_t, 3>({&params, &grads, &momentum_buffers}, options, skip);
+    }
+  });
 }
 
 void adam_step(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
                const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options,
                const Tensor& skip_if) {
   DeviceGuard device(params[0].device().index);
-  const float* skip = skip_if.defined() ? skip_if.data_ptr<float>() : nullptr;
-  const AdamHyper h{options.lr, options.beta1, options.beta2, options.eps, options.weight_decay, options.decoupled};
-  TG_DISPATCH_FLOAT_DOUBLE(params[0].dtype(), "adam_step_",
-                       [&] { launch_groups<scalar_t>(params, grads, exp_avgs, exp_avg_sqs, steps, h, skip); });
+  const float* skip = skip_pointer(skip_if);
+  TG_DISPATCH_FLOATING(params[0].dtype(), "adam_step_",
+                       [&] { launch_adam<scalar_t>({&params, &grads, &exp_avgs, &exp_avg_sqs}, steps, options, skip); });
 }
 
 }  // namespace tg::cuda
