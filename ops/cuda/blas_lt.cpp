@@ -8,7 +8,9 @@
 // is kept; set_gemm_autotuning(false) keeps the heuristic's first choice instead.
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -18,8 +20,10 @@
 #include "ops/cuda/blas.h"
 #include "ops/cuda/cublas_check.h"
 #include "ops/precision.h"
+#include "tensor/cuda/caching_allocator.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/device_guard.h"
+#include "tensor/half.h"
 
 namespace tg::cuda {
 namespace {
@@ -192,20 +196,68 @@ Extent extent(const void* data, int64_t rows, int64_t ld, int64_t esize) {
   return {p, p + rows * ld * esize};
 }
 
-// Times every candidate of `p` on g's own operands and keeps the fastest. Running a candidate only
-// rewrites g.out (beta is 0), so it is skipped when the output overlaps an input, and during graph
-// capture (nothing may synchronize there).
-void tune(cublasLtHandle_t lt, Plan& p, const Gemm& g, void* workspace) {
+// True when every one of the first `count` values at `host` (of `dtype`) is NaN.
+bool all_nan(const std::vector<char>& host, DType dtype, int64_t count) {
+  return TG_DISPATCH_FLOATING(dtype, "gemm_lt", [&] {
+    const auto* v = reinterpret_cast<const scalar_t*>(host.data());
+    return std::all_of(v, v + count, [](scalar_t x) { return std::isnan(static_cast<double>(x)); });
+  });
+}
+
+// Removes the candidates of a ReLU epilogue that turn NaN into 0 (most of cuBLASLt's kernels keep it,
+// as relu does, but not all): each runs on a probe of g's shape whose A is zeros after a leading
+// NaN (all-ones bits, a NaN in every float format) and B zeros, and stays only if the first row of
+// its output is NaN. The probe writes g.out, which the call's own run rewrites afterwards.
+void keep_nan_propagating(cublasLtHandle_t lt, Plan& p, const Gemm& g, void* workspace) {
+  const int64_t esize = dtype_size(g.dtype);
+  const auto bytes_a = static_cast<size_t>((g.a.trans ? g.k : g.n) * g.a.ld * esize);
+  const auto bytes_b = static_cast<size_t>((g.b.trans ? g.m : g.k) * g.b.ld * esize);
+  CachingAllocator& allocator = CachingAllocator::get();
+  void* a = allocator.allocate(bytes_a, g.device);
+  void* b = allocator.allocate(bytes_b, g.device);
+  const cudaStream_t stream = current_stream();
+  TG_CUDA_CHECK(cudaMemsetAsync(a, 0, bytes_a, stream));
+  TG_CUDA_CHECK(cudaMemsetAsync(a, 0xFF, static_cast<size_t>(esize), stream));
+  TG_CUDA_CHECK(cudaMemsetAsync(b, 0, bytes_b, stream));
+  Gemm probe = g;
+  probe.a.data = a;
+  probe.b.data = b;
+  std::vector<char> row(static_cast<size_t>(g.m * esize));
+  std::vector<cublasLtMatmulAlgo_t> kept;
+  for (const cublasLtMatmulAlgo_t& algo : p.candidates) {
+    if (run(lt, p, algo, probe, workspace) != CUBLAS_STATUS_SUCCESS) continue;
+    TG_CUDA_CHECK(cudaMemcpyAsync(row.data(), g.out, row.size(), cudaMemcpyDeviceToHost, stream));
+    TG_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (all_nan(row, g.dtype, g.m)) kept.push_back(algo);
+  }
+  allocator.deallocate(a);
+  allocator.deallocate(b);
+  p.candidates = std::move(kept);
+  p.ok = !p.candidates.empty();  // none keeps NaN: the caller's separate kernels take over
+  if (p.ok) p.algo = p.candidates.front();
+}
+
+// Times every candidate of `p` on g's own operands and keeps the fastest (for ReLU epilogues, among
+// those that keep NaN). Running a candidate only rewrites g.out (beta is 0), so nothing runs when the
+// output overlaps an input (a ReLU epilogue then goes unused), nor during graph capture (nothing may
+// synchronize there).
+void tune(cublasLtHandle_t lt, Plan& p, const Gemm& g, LtEpilogue e, void* workspace) {
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   TG_CUDA_CHECK(cudaStreamIsCapturing(current_stream(), &capturing));
   if (capturing != cudaStreamCaptureStatusNone) return;
   p.tuned = true;
-  if (p.candidates.size() < 2 || !g_autotune.load()) return;
   const int64_t esize = dtype_size(g.dtype);
   const Extent out = extent(g.out, g.n, g.ldc, esize);
-  if (out.overlaps(extent(g.a.data, g.a.trans ? g.k : g.n, g.a.ld, esize)) ||
-      out.overlaps(extent(g.b.data, g.b.trans ? g.m : g.k, g.b.ld, esize)))
-    return;
+  const bool out_overlaps_input = out.overlaps(extent(g.a.data, g.a.trans ? g.k : g.n, g.a.ld, esize)) ||
+                                  out.overlaps(extent(g.b.data, g.b.trans ? g.m : g.k, g.b.ld, esize));
+  if (e == LtEpilogue::Relu || e == LtEpilogue::ReluMask) {
+    if (out_overlaps_input) {
+      p.ok = false;
+      return;
+    }
+    keep_nan_propagating(lt, p, g, workspace);
+  }
+  if (!p.ok || p.candidates.size() < 2 || !g_autotune.load() || out_overlaps_input) return;
   cudaEvent_t start = nullptr, stop = nullptr;
   TG_CUDA_CHECK(cudaEventCreate(&start));
   TG_CUDA_CHECK(cudaEventCreate(&stop));
@@ -266,7 +318,8 @@ bool gemm_lt(const Gemm& g, const LtArgs& args) {
   if (!plan.ok) return false;
   if (bias != nullptr) set_attr(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   if (has_aux(e)) set_attr(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, args.aux);
-  if (!plan.tuned) tune(lt, plan, g, workspace);
+  if (!plan.tuned) tune(lt, plan, g, e, workspace);
+  if (!plan.ok) return false;
   const cublasStatus_t st = run(lt, plan, plan.algo, g, workspace);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
     plan.ok = false;  // checked before anything was queued: the caller's plain path takes over
