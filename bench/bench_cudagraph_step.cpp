@@ -25,10 +25,31 @@ namespace {
 
 using bench::Workload;
 
-// A workload's training step, eager or with forward, backward and optimizer compiled (cudagraphs);
-// with `amp`, the forward runs under autocast to bfloat16 (float32 parameters, as PyTorch's AMP).
-bench::StepTrainer make_trainer(const Workload& w, bool compiled, bool fuse = true, bool amp = false,
-                                bool gradient_epilogues = false) {
+// The compile options of step mode `mode` (none for 0, eager): 1 the defaults; 2 without fusions
+// (epilogues, generated elementwise kernels); 3 with the backward products' gradient epilogues too
+// (fuse_gradient_epilogues); 4 without the branch stream (overlap_branches off).
+std::optional<tg::CompileOptions> options_of(int mode) {
+  if (mode == 0) return std::nullopt;
+  tg::CompileOptions o = bench::StepTrainer::compiled_defaults();
+  o.fuse_epilogues = o.fuse_elementwise = mode != 2;
+  o.fuse_gradient_epilogues = mode == 3;
+  o.overlap_branches = mode != 4;
+  return o;
+}
+
+const char* mode_label(int mode) {
+  switch (mode) {
+    case 0: return "eager";
+    case 1: return "cudagraphs: forward + backward + optimizer graphs";
+    case 2: return "cudagraphs, fusions off";
+    case 3: return "cudagraphs, gradient epilogues on";
+    default: return "cudagraphs, no branch stream";
+  }
+}
+
+// A workload's training step in step mode `mode` (options_of); with `amp`, the forward runs under
+// autocast to bfloat16 (float32 parameters, as PyTorch's AMP).
+bench::StepTrainer make_trainer(const Workload& w, int mode, bool amp = false) {
   bench::MlpSetup s(w, tg::cuda_device(0));
   bench::StepTrainer::LossFn loss = bench::classifier_loss(s.model);
   if (amp)
@@ -37,13 +58,12 @@ bench::StepTrainer make_trainer(const Workload& w, bool compiled, bool fuse = tr
       return inner(a, b);
     };
   return bench::StepTrainer(std::move(loss), s.model->parameters(), s.x, s.y, tg::optim::SGDOptions{.lr = 1e-3},
-                            compiled, fuse, gradient_epilogues);
+                            options_of(mode));
 }
 
-// mode 0: eager; 1: compiled; 2: compiled without fusions (epilogues, generated elementwise kernels);
-// 3: compiled with the backward products' gradient epilogues too (fuse_gradient_epilogues). Besides
-// the step time: peak device memory, the device's own time per step (CUDA events around the timed steps) and, for
-// compiled steps, the kernels the graph replays launch per step.
+// Times a step of `mode` (options_of). Besides the step time: peak device memory, the device's own
+// time per step (CUDA events around the timed steps) and, for compiled steps, the kernels the
+// graphs replay per step.
 void run(benchmark::State& state, const Workload& w, int mode, bool amp = false) {
   const bool compiled = mode != 0;
   if (!tg::cuda_is_available()) {
@@ -55,7 +75,7 @@ void run(benchmark::State& state, const Workload& w, int mode, bool amp = false)
   const int64_t base = tg::cuda::memory_allocated();
   tg::cuda::reset_peak_memory_stats();
   {
-    bench::StepTrainer t = make_trainer(w, compiled, mode != 2, amp, mode == 3);
+    bench::StepTrainer t = make_trainer(w, mode, amp);
     for (int i = 0; i < 10; ++i) t.step();  // warm-up, recording
     tg::cuda::synchronize();
     tg::graphs::reset_global_counters();
@@ -68,11 +88,7 @@ void run(benchmark::State& state, const Workload& w, int mode, bool amp = false)
     state.counters["gpu_us_per_step"] = ms * 1e3 / kSteps;
     state.counters["peak_MiB"] = static_cast<double>(tg::cuda::max_memory_allocated() - base) / (1 << 20);
   }
-  state.SetLabel(std::string(amp ? "bf16 autocast, " : "") +
-                 (mode == 0   ? "eager"
-                  : mode == 1 ? "cudagraphs: forward + backward + optimizer graphs"
-                  : mode == 2 ? "cudagraphs, fusions off"
-                              : "cudagraphs, gradient epilogues on"));
+  state.SetLabel(std::string(amp ? "bf16 autocast, " : "") + mode_label(mode));
 }
 
 // The loss of mlp_wide over 50 SGD steps under bfloat16 autocast (compiled) against float32 (eager):
@@ -83,8 +99,8 @@ void BM_mlp_wide_bf16_losses_vs_fp32(benchmark::State& state) {
     return;
   }
   for (auto _ : state) {
-    bench::StepTrainer low = make_trainer(bench::kMlpWide, true, true, true);
-    bench::StepTrainer full = make_trainer(bench::kMlpWide, false);
+    bench::StepTrainer low = make_trainer(bench::kMlpWide, 1, true);
+    bench::StepTrainer full = make_trainer(bench::kMlpWide, 0);
     double worst = 0;
     for (int i = 0; i < 50; ++i) {
       const double a = low.step().item<double>(), b = full.step().item<double>();
@@ -99,9 +115,9 @@ void BM_mlp_wide_step(benchmark::State& state) { run(state, bench::kMlpWide, sta
 void BM_mlp_wide_bf16_step(benchmark::State& state) {
   run(state, bench::kMlpWide, static_cast<int>(state.range(0)), true);
 }
-BENCHMARK(BM_mlp_small_step)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_mlp_wide_step)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_mlp_wide_bf16_step)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_mlp_small_step)->DenseRange(0, 4)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_mlp_wide_step)->DenseRange(0, 4)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_mlp_wide_bf16_step)->DenseRange(0, 4)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_mlp_wide_bf16_losses_vs_fp32)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 // From constructing the compiled functions to the first replay of the forward, backward and
@@ -113,7 +129,7 @@ void BM_compile_latency_mlp_small_cudagraphs(benchmark::State& state) {
     return;
   }
   for (auto _ : state) {
-    bench::StepTrainer t = make_trainer(bench::kMlpSmall, true);
+    bench::StepTrainer t = make_trainer(bench::kMlpSmall, 1);
     tg::cuda::synchronize();
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < 3; ++i) t.step();

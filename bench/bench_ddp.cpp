@@ -28,7 +28,7 @@ std::unique_ptr<bench::StepTrainer> make_trainer(std::shared_ptr<tg::nn::Module>
                                                  tg::optim::SGDOptions options, bool compiled) {
   if (tg::distributed::world_size() > 1) model = std::make_shared<tg::nn::DistributedDataParallel>(model);
   return std::make_unique<bench::StepTrainer>(bench::classifier_loss(model), model->parameters(), x, y, options,
-                                               compiled);
+                                               bench::StepTrainer::compiled_if(compiled));
 }
 
 constexpr int kStepsPerIteration = 10;

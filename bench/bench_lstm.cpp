@@ -20,7 +20,8 @@ std::unique_ptr<bench::StepTrainer> make_lstm_seed(bool compiled, std::shared_pt
   tg::Tensor y = tg::randn({92, 4, 128}, {.dtype = tg::kFloat32, .device = dev});
   auto m = keep;
   auto loss = [m](const tg::Tensor& a, const tg::Tensor& b) { return tg::mse_loss(m->forward(a), b); };
-  return std::make_unique<bench::StepTrainer>(loss, keep->parameters(), x, y, tg::optim::SGDOptions{.lr = 1e-3}, compiled);
+  return std::make_unique<bench::StepTrainer>(loss, keep->parameters(), x, y, tg::optim::SGDOptions{.lr = 1e-3},
+                                               bench::StepTrainer::compiled_if(compiled));
 }
 
 void BM_lstm_seed_step(benchmark::State& state) {

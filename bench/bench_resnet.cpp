@@ -37,7 +37,8 @@ ResnetRun make_run(bool compiled, tg::Device device) {
   Tensor x = tg::randn({128, 3, 32, 32}, {.device = device});
   Tensor y = tg::randint(0, 10, {128}, {.device = device});
   return {model, bench::StepTrainer(bench::classifier_loss(model), model->parameters(), x, y,
-                                    tg::optim::SGDOptions{.lr = 0.01, .momentum = 0.9}, compiled)};
+                                    tg::optim::SGDOptions{.lr = 0.01, .momentum = 0.9},
+                                    bench::StepTrainer::compiled_if(compiled))};
 }
 
 // Largest difference between the BatchNorm running statistics of two models.

@@ -96,7 +96,8 @@ void BM_transformer_lm_step(benchmark::State& state) {
   auto loss = [model](const tg::Tensor& a, const tg::Tensor& b) {
     return tg::cross_entropy(model->forward(a).reshape({kBatch * kSeq, kVocab}), b.reshape({kBatch * kSeq}));
   };
-  bench::StepTrainer t(loss, model->parameters(), x, y, tg::optim::SGDOptions{.lr = 1e-3}, compiled);
+  bench::StepTrainer t(loss, model->parameters(), x, y, tg::optim::SGDOptions{.lr = 1e-3},
+                       bench::StepTrainer::compiled_if(compiled));
   for (int i = 0; i < 5; ++i) t.step();
   tg::cuda::synchronize();
   bench::time_steps(state, [&] { t.step(); }, 10);

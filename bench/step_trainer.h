@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "tapegraph.h"
 
@@ -17,22 +18,28 @@ struct StepTrainer {
   std::unique_ptr<tg::optim::CompiledStep> compiled_step;
   LossFn loss;
 
-  // loss(x, y) over `params`, SGD with `options`; compiled with the cudagraphs backend (with or
-  // without the fusions: epilogues and generated elementwise kernels; the backward products'
-  // gradient epilogues on request), the batch marked static as a hand-captured step reads it in place.
+  // The compile options of a compiled step: the cudagraphs backend with every default (fusions and
+  // branch streams on, the backward products' gradient epilogues off).
+  static tg::CompileOptions compiled_defaults() { return {.backend = "cudagraphs"}; }
+  // compiled_defaults() when `compiled`, else nothing (an eager step).
+  static std::optional<tg::CompileOptions> compiled_if(bool compiled) {
+    return compiled ? std::optional(compiled_defaults()) : std::nullopt;
+  }
+
+  // loss(x, y) over `params`, SGD with `options`; eager without `compile`, else the loss compiled
+  // with `compile` and the update with the cudagraphs backend, the batch marked static as a
+  // hand-captured step reads it in place.
   StepTrainer(LossFn eager_loss, tg::TensorList params, tg::Tensor xs, tg::Tensor ys, tg::optim::SGDOptions options,
-              bool compiled, bool fuse = true, bool gradient_epilogues = false)
+              std::optional<tg::CompileOptions> compile)
       : x(std::move(xs)), y(std::move(ys)) {
     sgd = std::make_unique<tg::optim::SGD>(std::move(params), options);
-    if (!compiled) {
+    if (!compile) {
       loss = std::move(eager_loss);
       return;
     }
     tg::mark_static_address(x);
     tg::mark_static_address(y);
-    auto f = std::make_shared<tg::Compiled<LossFn>>(
-        std::move(eager_loss), tg::CompileOptions{.backend = "cudagraphs", .fuse_epilogues = fuse, .fuse_elementwise = fuse,
-                                             .fuse_gradient_epilogues = gradient_epilogues});
+    auto f = std::make_shared<tg::Compiled<LossFn>>(std::move(eager_loss), *compile);
     loss = [f](const tg::Tensor& a, const tg::Tensor& b) { return (*f)(a, b); };
     compiled_step = std::make_unique<tg::optim::CompiledStep>(*sgd);
   }

@@ -152,11 +152,13 @@ void make_executors(CompiledFunction::State& s, CompiledEntry& entry, const Tens
       entry.written_in_graph[m] = true;
     }
   }
+  const CompileOptions& o = s.options;
   entry.forward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(fw), std::move(fw_static), recorder, &s.counters,
-                                                      "forward", /*starts_step=*/true, s.options.cudagraph_max_recordings);
+                                                      "forward", /*starts_step=*/true, o.cudagraph_max_recordings,
+                                                      DeviceType::CUDA, o.overlap_branches);
   entry.backward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(bw), std::move(bw_static), recorder,
                                                        &s.counters, "backward", /*starts_step=*/false,
-                                                       s.options.cudagraph_max_recordings);
+                                                       o.cudagraph_max_recordings, DeviceType::CUDA, o.overlap_branches);
 }
 
 std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const CallArgs& call) {

@@ -30,6 +30,9 @@ struct CompileOptions {
   // products' cuBLASLt epilogues (DRELU_BGRAD, DGELU_BGRAD, BGRADB). Off by default: on an H100 these
   // epilogue kernels made the mlp_small and mlp_wide steps slower than the separate kernels.
   bool fuse_gradient_epilogues = false;
+  // cudagraphs: record weight- and bias-gradient products and reductions on a second stream, a branch
+  // of the CUDA graph that runs beside the input gradients (graphs/branches.h).
+  bool overlap_branches = true;
   std::vector<std::string> input_names; // names used in recompile reasons (default: "input N")
 };
 

@@ -31,6 +31,7 @@ struct CompileCounters {
   int eager_segments = 0;                    // segments planned to run eagerly (islands)
   int captured_nodes = 0;                    // graph nodes inside captured segments
   int eager_nodes = 0;                       // graph nodes in eager islands
+  int branch_nodes = 0;                      // captured nodes recorded on the branch stream (overlap_branches)
   std::map<std::string, int> cudagraph_skips;  // reason -> eager nodes (or segment runs) for that reason
 };
 

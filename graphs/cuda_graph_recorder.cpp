@@ -11,6 +11,7 @@
 #include "ops/factory.h"
 #include "ops/random.h"
 #include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/forked_work.h"
 #include "tensor/cuda_memory.h"
 #include "tensor/cuda_runtime.h"
 #endif
@@ -113,11 +114,18 @@ class CudaRecorder final : public GraphRecorder {
 
   bool replays_by_address() const override { return true; }
 
+  TensorList record_on_branch(const std::function<TensorList()>& work, TensorList keep_alive) override {
+    return cuda::run_on_branch(work, std::move(keep_alive));
+  }
+
+  void join_branches() override { cuda::join_forked_work(); }
+
   std::pair<std::unique_ptr<RecordedGraph>, TensorList> record(const std::function<TensorList()>& body) override {
     cudaStream_t caller = cuda::current_stream();
     // The side stream must see everything the caller queued before capture begins.
     TG_CUDA_CHECK(cudaStreamSynchronize(caller));
-    (void)cuda::cublas_handle(device_.index);  // created, with its workspace, before capture begins
+    // The handles of the capture and branch streams, with their workspaces, exist before capture begins.
+    cuda::prepare_cublas_handles(device_.index);
     Tensor replay_shift = zeros({2}, {.dtype = kInt64, .device = device_});
     CaptureRandomness drawn;
     drawn.device_shift = replay_shift.data_ptr<int64_t>();

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
+#include "graphs/branches.h"
 #include "graphs/cudagraph_step.h"
 #include "graphs/logs.h"
 #include "ops/copy.h"
@@ -54,7 +55,7 @@ const void* address_of(const Tensor& t) {
 CudaGraphExecutor::CudaGraphExecutor(Graph graph, std::vector<bool> static_inputs,
                                      std::shared_ptr<GraphRecorder> recorder, CompileCounters* counters,
                                      std::string label, bool starts_step, int max_instances,
-                                     DeviceType capture_on)
+                                     DeviceType capture_on, bool overlap_branches)
     : graph_(std::move(graph)),
       recorder_(std::move(recorder)),
       counters_(counters),
@@ -70,6 +71,9 @@ CudaGraphExecutor::CudaGraphExecutor(Graph graph, std::vector<bool> static_input
   for (const Segment& seg : plan_.segments)
     if (seg.captured)
       for (ValueId v : seg.outputs) static_values_[static_cast<size_t>(v)] = true;
+  if (overlap_branches)
+    for (Segment& seg : plan_.segments)
+      if (seg.captured) seg.on_branch = plan_branch_nodes(graph_, seg.nodes);
 
   // Values to drop after each segment: those whose last reader is in it (graph outputs are kept).
   std::vector<int> last_segment(graph_.values.size(), -1);
@@ -87,6 +91,8 @@ CudaGraphExecutor::CudaGraphExecutor(Graph graph, std::vector<bool> static_input
   for (size_t s = 0; s < plan_.segments.size(); ++s) states_.push_back(std::make_unique<SegmentState>());
   count(&CompileCounters::captured_nodes, plan_.captured_nodes);
   count(&CompileCounters::eager_nodes, plan_.eager_nodes);
+  for (const Segment& seg : plan_.segments)
+    count(&CompileCounters::branch_nodes, static_cast<int>(std::count(seg.on_branch.begin(), seg.on_branch.end(), true)));
   for (const Segment& seg : plan_.segments) {
     count(seg.captured ? &CompileCounters::captured_segments : &CompileCounters::eager_segments);
     if (seg.captured) continue;
@@ -293,16 +299,29 @@ CudaGraphExecutor::Instance* CudaGraphExecutor::record(SegmentState& state, cons
   const Graph& g = graph_;
   const TensorList buffers = inst->input_buffers;
   const Interpreter& interp = interpreter_;
-  auto body = [&g, &seg, &interp, buffers, handed]() {
+  GraphRecorder& recorder = *recorder_;
+  auto body = [&g, &seg, &interp, &recorder, buffers, handed]() {
     std::map<ValueId, Tensor> local = std::move(*handed);  // the recorder runs the body once
     for (size_t i = 0; i < seg.inputs.size(); ++i)
       if (buffers[i].defined() || !local.count(seg.inputs[i])) local[seg.inputs[i]] = buffers[i];
     TensorList args;
-    for (int32_t n : seg.nodes) {
-      const GraphNode& node = g.nodes[static_cast<size_t>(n)];
+    PendingBranches branches;
+    for (size_t p = 0; p < seg.nodes.size(); ++p) {
+      const GraphNode& node = g.nodes[static_cast<size_t>(seg.nodes[p])];
+      const int32_t n = seg.nodes[p];
       args.clear();
       for (ValueId v : node.inputs) args.push_back(v >= 0 ? local.at(v) : Tensor());
-      TensorList outs = run_kernel(*node.op, args);
+      TensorList outs;
+      if (!seg.on_branch.empty() && seg.on_branch[p]) {
+        outs = recorder.record_on_branch([&] { return run_kernel(*node.op, args); }, args);
+        branches.add(args, outs);
+      } else {
+        if (!branches.empty() && branches.conflicts(*node.op, args)) {
+          recorder.join_branches();
+          branches.clear();
+        }
+        outs = run_kernel(*node.op, args);
+      }
       args.clear();
       for (size_t k = 0; k < node.outputs.size(); ++k) local[node.outputs[k]] = std::move(outs[k]);
       // Dropped at its last reader, a value's block is free for the rest of the capture to reuse

@@ -32,9 +32,10 @@ namespace tg::graphs {
 class CudaGraphExecutor final : public Executor {
  public:
   // `static_inputs[i]` tells whether graph input i keeps its address across calls. `counters` may be null.
+  // With `overlap_branches`, recordings put the nodes plan_branch_nodes picks on a branch stream.
   CudaGraphExecutor(Graph graph, std::vector<bool> static_inputs, std::shared_ptr<GraphRecorder> recorder,
                     CompileCounters* counters, std::string label, bool starts_step, int max_instances = 8,
-                    DeviceType capture_on = DeviceType::CUDA);
+                    DeviceType capture_on = DeviceType::CUDA, bool overlap_branches = true);
   ~CudaGraphExecutor() override;
   TensorList run(TensorList inputs) override;
   const Graph& graph() const { return graph_; }

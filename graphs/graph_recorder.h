@@ -46,6 +46,16 @@ class GraphRecorder {
   virtual bool in_use(const std::vector<MemoryRange>& ranges, const std::vector<const void*>& own) = 0;
   // Runs `fn` eagerly with its allocations in the shared pool (a graph's warm-up call).
   virtual void warm_up(const std::function<void()>& fn) { fn(); }
+  // Inside record()'s body: records `work` (graph nodes that what follows does not read) on a branch
+  // that may run beside the work recorded after it, until join_branches(), and returns its results;
+  // `keep_alive` (what the work reads) and the results stay referenced, and memory the work frees
+  // stays held, until then. The default records it in line.
+  virtual TensorList record_on_branch(const std::function<TensorList()>& work, TensorList keep_alive) {
+    (void)keep_alive;
+    return work();
+  }
+  // Orders everything recorded on branches so far before what is recorded next.
+  virtual void join_branches() {}
   // True when a replay reads its static inputs by address only (a captured graph): a static input
   // whose last reader is in the recording may then be released inside it, and its memory reused
   // by the rest of the recording. A recorder that re-runs the body needs its inputs kept.

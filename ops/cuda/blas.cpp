@@ -12,6 +12,7 @@
 #include "tensor/cuda/caching_allocator.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/device_guard.h"
+#include "tensor/cuda/forked_work.h"
 
 namespace tg::cuda {
 namespace {
@@ -27,15 +28,21 @@ struct HandleSlot {
 };
 
 std::mutex g_mutex;
-std::vector<std::unique_ptr<HandleSlot>> g_slots;  // by device index
+// By device index: the slot of the branch stream and that of every other stream.
+struct DeviceSlots {
+  std::unique_ptr<HandleSlot> main, branch;
+};
+std::vector<DeviceSlots> g_slots;
 
-// The device's handle, created on first use and (re)bound to the current stream. cublasSetStream
-// resets the workspace to cuBLAS's internal one, so ours is set again after every stream change;
-// cuBLAS then never allocates during a graph capture.
+// The handle of `device` for the current stream, created on first use and (re)bound to the stream.
+// cublasSetStream resets the workspace to cuBLAS's internal one, so ours is set again after every
+// stream change; cuBLAS then never allocates during a graph capture.
 HandleSlot& slot_locked(int device) {
   TG_CHECK(device >= 0, "[cublas] invalid device index ", device);
   if (g_slots.size() <= static_cast<size_t>(device)) g_slots.resize(static_cast<size_t>(device) + 1);
-  auto& entry = g_slots[static_cast<size_t>(device)];
+  const cudaStream_t stream = current_stream();
+  DeviceSlots& slots = g_slots[static_cast<size_t>(device)];
+  auto& entry = is_branch_stream(stream) ? slots.branch : slots.main;
   if (!entry) entry = std::make_unique<HandleSlot>();
   HandleSlot& s = *entry;
   if (s.handle == nullptr) {
@@ -45,7 +52,6 @@ HandleSlot& slot_locked(int device) {
     TG_CUBLAS_CHECK(cublasSetMathMode(s.handle, CUBLAS_DEFAULT_MATH));
     s.workspace = CachingAllocator::get().allocate_on(device, static_cast<size_t>(kWorkspaceBytes), kDefaultMempool);
   }
-  const cudaStream_t stream = current_stream();
   if (!s.bound || s.stream != stream) {
     TG_CUBLAS_CHECK(cublasSetStream(s.handle, stream));
     TG_CUBLAS_CHECK(cublasSetWorkspace(s.handle, s.workspace, static_cast<size_t>(kWorkspaceBytes)));
@@ -130,6 +136,21 @@ cudaDataType_t cuda_data_type(DType dtype) {
 cublasHandle_t cublas_handle(int device) {
   std::lock_guard<std::mutex> lock(g_mutex);
   return slot_locked(device).handle;
+}
+
+void prepare_cublas_handles(int device) {
+  DeviceGuard guard(device);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  (void)slot_locked(device);
+  const cudaStream_t origin = current_stream();
+  set_current_stream(branch_stream());
+  try {
+    (void)slot_locked(device);
+  } catch (...) {
+    set_current_stream(origin);
+    throw;
+  }
+  set_current_stream(origin);
 }
 
 int64_t cublas_workspace_bytes() { return kWorkspaceBytes; }

@@ -13,13 +13,18 @@ typedef struct cublasContext* cublasHandle_t;
 
 namespace tg::cuda {
 
-// The cuBLAS handle of `device`, bound to this thread's current stream and to tapegraph's workspace.
-// Handles are shared by all threads; callers must not use one from two threads at once.
+// The cuBLAS handle of `device` for this thread's current stream, bound to it and to tapegraph's
+// workspace. The branch stream (tensor/cuda/forked_work.h) has a handle and workspace of its own, so
+// products on both streams may run at once; every other stream shares the main one. Handles are
+// shared by all threads; callers must not use one from two threads at once.
 cublasHandle_t cublas_handle(int device);
-// Bytes of the cuBLAS workspace each device's handle uses (allocated once, from the default pool).
+// Creates the handles (and workspaces) of `device` for its current and branch streams, as a graph
+// capture must find them.
+void prepare_cublas_handles(int device);
+// Bytes of the cuBLAS workspace each handle uses (allocated once, from the default pool).
 int64_t cublas_workspace_bytes();
-// The workspace given to cuBLAS and cuBLASLt on `device` (cublas_workspace_bytes() long). Calls on
-// one stream use it in turn; the single-stream assumption of the caching allocator applies.
+// The workspace given to cuBLAS and cuBLASLt on `device` for the current stream (that of its
+// handle, cublas_workspace_bytes() long). Calls on one stream use it in turn.
 void* cublas_workspace(int device);
 // cuBLAS's name for a floating dtype.
 cudaDataType_t cuda_data_type(DType dtype);

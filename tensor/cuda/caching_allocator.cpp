@@ -48,6 +48,8 @@ void add_segment(MemoryStats& s, int64_t bytes) {
 thread_local std::vector<std::pair<int, MempoolId>> t_routes;
 // This thread's allocation log, if one is open.
 thread_local std::vector<AllocationRecord>* t_log = nullptr;
+// Where this thread's frees are held back, if anywhere (CachingAllocator::hold_frees).
+thread_local std::vector<void*>* t_held = nullptr;
 
 // True when the current stream is being captured into a CUDA graph (then memory must not go back
 // to the driver). Querying the legacy stream while another stream captures is itself an error,
@@ -193,6 +195,10 @@ CachingAllocator::Block* CachingAllocator::new_segment(int device, Pool& pool, M
 
 void CachingAllocator::deallocate(void* ptr) {
   if (ptr == nullptr) return;
+  if (t_held != nullptr) {
+    t_held->push_back(ptr);
+    return;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = live_.find(ptr);
   TG_CHECK(it != live_.end(), "[cuda allocator] free of a pointer that is not a live CUDA allocation");
@@ -327,6 +333,8 @@ void CachingAllocator::pop_route() {
 }
 
 void CachingAllocator::set_log(std::vector<AllocationRecord>* log) { t_log = log; }
+
+void CachingAllocator::hold_frees(std::vector<void*>* held) { t_held = held; }
 
 bool CachingAllocator::range_in_use(int device, MempoolId pool_id, const char* begin, const char* end,
                                     const std::vector<const void*>& ignored) const {

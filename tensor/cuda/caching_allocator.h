@@ -69,6 +69,9 @@ class CachingAllocator final : public Allocator {
   static void pop_route();
   // Allocation logging for AllocationLog: this thread's allocations are appended to `log` (or not, for null).
   static void set_log(std::vector<AllocationRecord>* log);
+  // While `held` is not null, this thread's frees are appended to it instead (work queued on another
+  // stream may still use the memory); whoever set it deallocates them once that work is ordered.
+  static void hold_frees(std::vector<void*>* held);
 
  private:
   struct Block;

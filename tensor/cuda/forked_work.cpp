@@ -1,7 +1,10 @@
 #include "tensor/cuda/forked_work.h"
 
+#include <algorithm>
+#include <exception>
 #include <vector>
 
+#include "tensor/cuda/caching_allocator.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda_runtime.h"
 
@@ -33,11 +36,17 @@ class EventPool {
 struct ForkedWork {
   cudaEvent_t done;
   TensorList keep_alive;
+  std::vector<void*> held_frees;  // blocks freed by the work, deallocated once it is joined
 };
 
 struct ThreadState {
+  ~ThreadState() {
+    for (cudaStream_t stream : branches)
+      if (stream != nullptr) cudaStreamDestroy(stream);
+  }
   EventPool events;
   std::vector<ForkedWork> pending;
+  std::vector<cudaStream_t> branches;  // by device index; null until first used
 };
 
 ThreadState& state() {
@@ -59,7 +68,7 @@ void note_forked_work(cudaStream_t side, TensorList keep_alive) {
   ThreadState& s = state();
   cudaEvent_t done = s.events.take();
   TG_CUDA_CHECK(cudaEventRecord(done, side));
-  s.pending.push_back(ForkedWork{done, std::move(keep_alive)});
+  s.pending.push_back(ForkedWork{done, std::move(keep_alive), {}});
 }
 
 void join_forked_work() {
@@ -69,7 +78,49 @@ void join_forked_work() {
     TG_CUDA_CHECK(cudaStreamWaitEvent(current_stream(), w.done, 0));
     s.events.give_back(w.done);
   }
-  s.pending.clear();  // buffers are released after the wait is queued: their reuse is ordered after it
+  // Buffers are released after the waits are queued: their reuse is ordered after them.
+  std::vector<ForkedWork> joined = std::move(s.pending);
+  s.pending.clear();
+  for (ForkedWork& w : joined)
+    for (void* block : w.held_frees) CachingAllocator::get().deallocate(block);
+}
+
+cudaStream_t branch_stream() {
+  ThreadState& s = state();
+  const auto device = static_cast<size_t>(current_device());
+  if (s.branches.size() <= device) s.branches.resize(device + 1, nullptr);
+  cudaStream_t& stream = s.branches[device];
+  if (stream == nullptr) TG_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  return stream;
+}
+
+bool is_branch_stream(cudaStream_t stream) {
+  if (stream == nullptr) return false;
+  const std::vector<cudaStream_t>& branches = state().branches;
+  return std::find(branches.begin(), branches.end(), stream) != branches.end();
+}
+
+TensorList run_on_branch(const std::function<TensorList()>& work, TensorList keep_alive) {
+  const cudaStream_t origin = current_stream();
+  const cudaStream_t side = branch_stream();
+  fork_to(side);
+  std::vector<void*> held;
+  set_current_stream(side);
+  CachingAllocator::hold_frees(&held);
+  TensorList results;
+  std::exception_ptr failure;
+  try {
+    results = work();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  CachingAllocator::hold_frees(nullptr);
+  set_current_stream(origin);
+  keep_alive.insert(keep_alive.end(), results.begin(), results.end());
+  note_forked_work(side, std::move(keep_alive));  // joined like any forked work, even after a failure
+  state().pending.back().held_frees = std::move(held);
+  if (failure) std::rethrow_exception(failure);
+  return results;
 }
 
 }  // namespace tg::cuda
