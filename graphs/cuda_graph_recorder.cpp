@@ -114,6 +114,9 @@ class CudaRecorder final : public GraphRecorder {
 
   bool replays_by_address() const override { return true; }
 
+  // The branch stream's cuBLAS handle and workspace (32 MiB) exist only where a recording uses it.
+  void prepare_branches() override { cuda::prepare_cublas_handles(device_.index); }
+
   TensorList record_on_branch(const std::function<TensorList()>& work, TensorList keep_alive) override {
     return cuda::run_on_branch(work, std::move(keep_alive));
   }
@@ -124,8 +127,7 @@ class CudaRecorder final : public GraphRecorder {
     cudaStream_t caller = cuda::current_stream();
     // The side stream must see everything the caller queued before capture begins.
     TG_CUDA_CHECK(cudaStreamSynchronize(caller));
-    // The handles of the capture and branch streams, with their workspaces, exist before capture begins.
-    cuda::prepare_cublas_handles(device_.index);
+    (void)cuda::cublas_handle(device_.index);  // created, with its workspace, before capture begins
     Tensor replay_shift = zeros({2}, {.dtype = kInt64, .device = device_});
     CaptureRandomness drawn;
     drawn.device_shift = replay_shift.data_ptr<int64_t>();

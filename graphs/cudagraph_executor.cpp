@@ -332,6 +332,7 @@ CudaGraphExecutor::Instance* CudaGraphExecutor::record(SegmentState& state, cons
     for (ValueId v : seg.outputs) outputs.push_back(local.at(v));
     return outputs;
   };
+  if (std::find(seg.on_branch.begin(), seg.on_branch.end(), true) != seg.on_branch.end()) recorder_->prepare_branches();
   auto [graph, outputs] = recorder_->record(body);
   inst->graph = std::move(graph);
 

@@ -46,6 +46,9 @@ class GraphRecorder {
   virtual bool in_use(const std::vector<MemoryRange>& ranges, const std::vector<const void*>& own) = 0;
   // Runs `fn` eagerly with its allocations in the shared pool (a graph's warm-up call).
   virtual void warm_up(const std::function<void()>& fn) { fn(); }
+  // Makes ready what record_on_branch needs (per-stream library handles), before a record() whose
+  // body uses branches.
+  virtual void prepare_branches() {}
   // Inside record()'s body: records `work` (graph nodes that what follows does not read) on a branch
   // that may run beside the work recorded after it, until join_branches(), and returns its results;
   // `keep_alive` (what the work reads) and the results stay referenced, and memory the work frees
