@@ -17,9 +17,10 @@ struct AdamStepOptions {
 };
 
 // One Adam update of every params[i] from grads[i], in place: exp_avgs, exp_avg_sqs and steps (0-dim
-// step counts kept on the device) advance too, and the bias corrections are read from the steps, so
-// a captured step stays right on every replay. All tensors share one device and floating dtype;
-// params, exp_avgs and exp_avg_sqs are contiguous and shaped like their parameter.
+// float32 step counts kept on the device, as in PyTorch) advance too, and the bias corrections are
+// read from the steps, so a captured step stays right on every replay. All tensors share one device;
+// params, grads, exp_avgs and exp_avg_sqs share one floating dtype, are contiguous and shaped like
+// their parameter.
 // With skip_if (a float32 scalar on the parameters' device), nothing changes where it is nonzero: the
 // kernels read it, so the decision needs no host synchronization (GradScaler's skipped steps).
 void adam_step_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,

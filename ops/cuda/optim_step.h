@@ -1,4 +1,5 @@
-// CUDA launchers of the fused optimizer steps: one kernel for up to 32 parameters.
+// CUDA launchers of the fused optimizer steps: one multi-tensor kernel launch for up to 384 parameters
+// (Adam adds one that advances the step counts); 16-bit floats compute in float32.
 #pragma once
 
 #include "ops/optim_step.h"
