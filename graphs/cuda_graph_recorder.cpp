@@ -11,6 +11,7 @@
 #include "ops/factory.h"
 #include "ops/random.h"
 #include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/device_guard.h"
 #include "tensor/cuda/forked_work.h"
 #include "tensor/cuda_memory.h"
 #include "tensor/cuda_runtime.h"
@@ -118,6 +119,7 @@ class CudaRecorder final : public GraphRecorder {
   void prepare_branches() override { cuda::prepare_cublas_handles(device_.index); }
 
   TensorList record_on_branch(const std::function<TensorList()>& work, TensorList keep_alive) override {
+    cuda::DeviceGuard on_device(device_.index);  // the branch stream of the recording's device
     return cuda::run_on_branch(work, std::move(keep_alive));
   }
 
