@@ -74,16 +74,6 @@ class RandomnessScope {
   ~RandomnessScope() { set_capture_randomness(nullptr); }
 };
 
-// Makes `stream` current for its lifetime.
-class StreamScope {
- public:
-  explicit StreamScope(cudaStream_t s) : previous_(cuda::current_stream()) { cuda::set_current_stream(s); }
-  ~StreamScope() { cuda::set_current_stream(previous_); }
-
- private:
-  cudaStream_t previous_;
-};
-
 class CudaRecorder final : public GraphRecorder {
  public:
   explicit CudaRecorder(Device device) : device_(device), pool_(cuda::create_mempool()) {
@@ -141,7 +131,7 @@ class CudaRecorder final : public GraphRecorder {
     const PhiloxState generator_before = Generator::global().state();
     {
       cuda::MempoolGuard route(pool_, device_.index);
-      StreamScope on_side(side_stream_);
+      cuda::StreamGuard on_side(side_stream_);
       RandomnessScope randomness(&drawn);
       cuda::AllocationLog allocations;
       // Relaxed: the private pool may need a fresh segment (cudaMalloc) while the capture is open.

@@ -307,8 +307,8 @@ CudaGraphExecutor::Instance* CudaGraphExecutor::record(SegmentState& state, cons
     TensorList args;
     PendingBranches branches;
     for (size_t p = 0; p < seg.nodes.size(); ++p) {
-      const GraphNode& node = g.nodes[static_cast<size_t>(seg.nodes[p])];
       const int32_t n = seg.nodes[p];
+      const GraphNode& node = g.nodes[static_cast<size_t>(n)];
       args.clear();
       for (ValueId v : node.inputs) args.push_back(v >= 0 ? local.at(v) : Tensor());
       TensorList outs;

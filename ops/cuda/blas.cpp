@@ -142,15 +142,8 @@ void prepare_cublas_handles(int device) {
   DeviceGuard guard(device);
   std::lock_guard<std::mutex> lock(g_mutex);
   (void)slot_locked(device);
-  const cudaStream_t origin = current_stream();
-  set_current_stream(branch_stream());
-  try {
-    (void)slot_locked(device);
-  } catch (...) {
-    set_current_stream(origin);
-    throw;
-  }
-  set_current_stream(origin);
+  StreamGuard on_branch(branch_stream());
+  (void)slot_locked(device);
 }
 
 int64_t cublas_workspace_bytes() { return kWorkspaceBytes; }

@@ -190,11 +190,16 @@ struct Extent {
   const char* begin;
   const char* end;
   bool overlaps(const Extent& o) const { return begin < o.end && o.begin < end; }
+  size_t size() const { return static_cast<size_t>(end - begin); }
 };
 Extent extent(const void* data, int64_t rows, int64_t ld, int64_t esize) {
   const char* p = static_cast<const char*>(data);
   return {p, p + rows * ld * esize};
 }
+// The memory g's operands and output span.
+Extent extent_a(const Gemm& g) { return extent(g.a.data, g.a.trans ? g.k : g.n, g.a.ld, dtype_size(g.dtype)); }
+Extent extent_b(const Gemm& g) { return extent(g.b.data, g.b.trans ? g.m : g.k, g.b.ld, dtype_size(g.dtype)); }
+Extent extent_out(const Gemm& g) { return extent(g.out, g.n, g.ldc, dtype_size(g.dtype)); }
 
 // True when every one of the first `count` values at `host` (of `dtype`) is NaN.
 bool all_nan(const std::vector<char>& host, DType dtype, int64_t count) {
@@ -210,8 +215,7 @@ bool all_nan(const std::vector<char>& host, DType dtype, int64_t count) {
 // its output is NaN. The probe writes g.out, which the call's own run rewrites afterwards.
 void keep_nan_propagating(cublasLtHandle_t lt, Plan& p, const Gemm& g, void* workspace) {
   const int64_t esize = dtype_size(g.dtype);
-  const auto bytes_a = static_cast<size_t>((g.a.trans ? g.k : g.n) * g.a.ld * esize);
-  const auto bytes_b = static_cast<size_t>((g.b.trans ? g.m : g.k) * g.b.ld * esize);
+  const size_t bytes_a = extent_a(g).size(), bytes_b = extent_b(g).size();
   CachingAllocator& allocator = CachingAllocator::get();
   void* a = allocator.allocate(bytes_a, g.device);
   void* b = allocator.allocate(bytes_b, g.device);
@@ -246,10 +250,8 @@ void tune(cublasLtHandle_t lt, Plan& p, const Gemm& g, LtEpilogue e, void* works
   TG_CUDA_CHECK(cudaStreamIsCapturing(current_stream(), &capturing));
   if (capturing != cudaStreamCaptureStatusNone) return;
   p.tuned = true;
-  const int64_t esize = dtype_size(g.dtype);
-  const Extent out = extent(g.out, g.n, g.ldc, esize);
-  const bool out_overlaps_input = out.overlaps(extent(g.a.data, g.a.trans ? g.k : g.n, g.a.ld, esize)) ||
-                                  out.overlaps(extent(g.b.data, g.b.trans ? g.m : g.k, g.b.ld, esize));
+  const Extent out = extent_out(g);
+  const bool out_overlaps_input = out.overlaps(extent_a(g)) || out.overlaps(extent_b(g));
   if (e == LtEpilogue::Relu || e == LtEpilogue::ReluMask) {
     if (out_overlaps_input) {
       p.ok = false;

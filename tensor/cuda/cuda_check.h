@@ -26,6 +26,18 @@ cudaStream_t current_stream();
 // Makes `stream` current for this thread (nullptr: the default stream).
 void set_current_stream(cudaStream_t stream);
 
+// Makes a stream current for its lifetime, then the one current before.
+class StreamGuard {
+ public:
+  explicit StreamGuard(cudaStream_t stream) : previous_(current_stream()) { set_current_stream(stream); }
+  ~StreamGuard() { set_current_stream(previous_); }
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  cudaStream_t previous_;
+};
+
 // Blocks of `threads` threads needed to cover n elements (at least 1).
 inline unsigned blocks_for(int64_t n, int threads) {
   const int64_t b = (n + threads - 1) / threads;

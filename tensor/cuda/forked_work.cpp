@@ -54,6 +54,14 @@ ThreadState& state() {
   return s;
 }
 
+// Notes work queued on `side`, with the buffers it uses and the blocks it freed (see ForkedWork).
+void note(cudaStream_t side, TensorList keep_alive, std::vector<void*> held_frees) {
+  ThreadState& s = state();
+  cudaEvent_t done = s.events.take();
+  TG_CUDA_CHECK(cudaEventRecord(done, side));
+  s.pending.push_back(ForkedWork{done, std::move(keep_alive), std::move(held_frees)});
+}
+
 }  // namespace
 
 void fork_to(cudaStream_t side) {
@@ -64,12 +72,7 @@ void fork_to(cudaStream_t side) {
   s.events.give_back(ready);  // a later record on it does not disturb the wait already queued
 }
 
-void note_forked_work(cudaStream_t side, TensorList keep_alive) {
-  ThreadState& s = state();
-  cudaEvent_t done = s.events.take();
-  TG_CUDA_CHECK(cudaEventRecord(done, side));
-  s.pending.push_back(ForkedWork{done, std::move(keep_alive), {}});
-}
+void note_forked_work(cudaStream_t side, TensorList keep_alive) { note(side, std::move(keep_alive), {}); }
 
 void join_forked_work() {
   ThreadState& s = state();
@@ -101,24 +104,23 @@ bool is_branch_stream(cudaStream_t stream) {
 }
 
 TensorList run_on_branch(const std::function<TensorList()>& work, TensorList keep_alive) {
-  const cudaStream_t origin = current_stream();
   const cudaStream_t side = branch_stream();
   fork_to(side);
   std::vector<void*> held;
-  set_current_stream(side);
-  CachingAllocator::hold_frees(&held);
   TensorList results;
   std::exception_ptr failure;
-  try {
-    results = work();
-  } catch (...) {
-    failure = std::current_exception();
+  {
+    StreamGuard on_branch(side);
+    CachingAllocator::hold_frees(&held);
+    try {
+      results = work();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    CachingAllocator::hold_frees(nullptr);
   }
-  CachingAllocator::hold_frees(nullptr);
-  set_current_stream(origin);
   keep_alive.insert(keep_alive.end(), results.begin(), results.end());
-  note_forked_work(side, std::move(keep_alive));  // joined like any forked work, even after a failure
-  state().pending.back().held_frees = std::move(held);
+  note(side, std::move(keep_alive), std::move(held));  // joined like any forked work, even after a failure
   if (failure) std::rethrow_exception(failure);
   return results;
 }
