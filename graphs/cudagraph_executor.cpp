@@ -88,6 +88,20 @@ CudaGraphExecutor::CudaGraphExecutor(Graph graph, std::vector<bool> static_input
     if (last_segment[v] >= 0 && !keep.count(static_cast<ValueId>(v)))
       release_after_segment_[static_cast<size_t>(last_segment[v])].push_back(static_cast<ValueId>(v));
 
+  // Inputs a segment may consume: static, last read in it, and read by no view there (a view may
+  // live on after the segment).
+  consumable_.resize(plan_.segments.size());
+  for (size_t s = 0; s < plan_.segments.size(); ++s) {
+    const Segment& seg = plan_.segments[s];
+    std::set<ValueId> viewed;
+    for (int32_t n : seg.nodes) {
+      const GraphNode& node = graph_.nodes[static_cast<size_t>(n)];
+      if (node.op->has(kView)) viewed.insert(node.inputs.begin(), node.inputs.end());
+    }
+    const std::set<ValueId> dying(release_after_segment_[s].begin(), release_after_segment_[s].end());
+    for (ValueId v : seg.inputs) consumable_[s].push_back(is_static(v) && dying.count(v) && !viewed.count(v));
+  }
+
   for (size_t s = 0; s < plan_.segments.size(); ++s) states_.push_back(std::make_unique<SegmentState>());
   count(&CompileCounters::captured_nodes, plan_.captured_nodes);
   count(&CompileCounters::eager_nodes, plan_.eager_nodes);
@@ -225,19 +239,9 @@ std::vector<bool> CudaGraphExecutor::consumed_inputs(size_t s, const std::vector
   const Segment& seg = plan_.segments[s];
   std::vector<bool> consumed(seg.inputs.size(), false);
   if (!recorder_->replays_by_address()) return consumed;
-  const std::vector<ValueId>& dying = release_after_segment_[s];
-  // An input a view reads may live on in the view after the segment: it is never consumed.
-  std::set<ValueId> viewed;
-  for (int32_t n : seg.nodes) {
-    const GraphNode& node = graph_.nodes[static_cast<size_t>(n)];
-    if (node.op->has(kView))
-      for (ValueId v : node.inputs) viewed.insert(v);
-  }
   for (size_t i = 0; i < seg.inputs.size(); ++i) {
-    const ValueId v = seg.inputs[i];
-    const Tensor& t = env[static_cast<size_t>(v)];
-    if (!is_static(v) || !t.defined() || viewed.count(v) || std::find(dying.begin(), dying.end(), v) == dying.end())
-      continue;
+    const Tensor& t = env[static_cast<size_t>(seg.inputs[i])];
+    if (!consumable_[s][i] || !t.defined()) continue;
     // An empty tensor has no memory to give back (and no address to replay by).
     if (t.numel() == 0 || t.impl()->storage()->is_fake() || t.impl()->view_base()) continue;
     // Held by this run alone: one handle, over a storage no other tensor shares.

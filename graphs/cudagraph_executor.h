@@ -84,6 +84,7 @@ class CudaGraphExecutor final : public Executor {
   SegmentPlan plan_;
   Interpreter interpreter_;
   std::vector<std::vector<ValueId>> release_after_segment_;
+  std::vector<std::vector<bool>> consumable_;  // per segment input: may be consumed (see consumed_inputs)
   std::vector<std::unique_ptr<SegmentState>> states_;
 };
 
