@@ -6,8 +6,7 @@
 namespace tg::cuda {
 
 // h = g * (y > 0) and db[j] = sum_i h[i, j] for contiguous g, y, h of [rows, cols] and db of [cols],
-// in one kernel (each column summed by 8 threads whose partial sums are added in a fixed order: the
-// same sums on every run).
+// in one kernel (the column sums of column_sum.cuh: the same sums on every run).
 void relu_backward_bias_grad(const Tensor& g, const Tensor& y, Tensor& h, Tensor& db);
 
 }  // namespace tg::cuda

@@ -1,6 +1,7 @@
 // CUDA launchers for sum, mean and var on top of the reduction engine.
 #include <algorithm>
 
+#include "ops/cuda/column_sum.cuh"
 #include "ops/cuda/reduce.h"
 #include "ops/cuda/reduce_access.cuh"
 #include "ops/cuda/reduce_engine.cuh"
@@ -20,34 +21,22 @@ struct SquaredDeviationLoad {
   }
 };
 
-constexpr int kColumns = 32;    // columns per block: one warp reads a row segment coalesced
-constexpr int kRowGroups = 32;  // threads down each column; their partial sums are added in a fixed order
-
-// Sums of the columns of a row-major [rows, cols] matrix (a bias gradient): one 1024-thread block per
-// 32 columns, one pass, where the general engine takes a partial pass and a final pass.
+// Sums (or means) of the columns of a row-major [rows, cols] matrix (a bias gradient) in one pass,
+// where the general engine takes a partial pass and a final pass.
 template <typename T>
 __global__ void column_sum_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, T* __restrict__ out,
                                   acc_type<T> divisor) {
   using Acc = acc_type<T>;
-  __shared__ Acc partial[kRowGroups][kColumns];
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * kColumns + threadIdx.x;
-  Acc sum = 0;
-  if (j < cols)
-    for (int64_t i = threadIdx.y; i < rows; i += kRowGroups) sum += static_cast<Acc>(x[i * cols + j]);
-  partial[threadIdx.y][threadIdx.x] = sum;
-  __syncthreads();
-  if (threadIdx.y == 0 && j < cols) {
-    Acc total = 0;
-    for (int r = 0; r < kRowGroups; ++r) total += partial[r][threadIdx.x];
-    out[j] = static_cast<T>(total / divisor);
-  }
+  sum_block_columns<Acc>(
+      rows, cols, [&](int64_t at) { return static_cast<Acc>(x[at]); },
+      [&](int64_t j, Acc total) { out[j] = static_cast<T>(total / divisor); });
 }
 
 // True when `plan` sums the rows of a row-major matrix: outputs adjacent in memory, one reduced dim
 // whose stride is the row length, and enough of both for the column kernel to fill the device.
 bool is_column_sum(const ReducePlan& p) {
   return p.kept.ndim == 1 && p.kept.strides[0] == 1 && p.reduced.ndim == 1 && p.reduced.strides[0] == p.n_out &&
-         p.n_out >= kColumns && p.n_red >= kRowGroups;
+         p.n_out >= kSumColumns && p.n_red >= kSumRowGroups;
 }
 
 }  // namespace
@@ -56,8 +45,7 @@ void sum_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean)
   TG_DISPATCH_NUMERIC(out.dtype(), mean ? "mean" : "sum", [&] {
     using acc_t = acc_type<scalar_t>;  // 16-bit floats sum in float
     if (is_floating_v<scalar_t> && is_column_sum(plan)) {
-      const dim3 threads(kColumns, kRowGroups);
-      column_sum_kernel<scalar_t><<<blocks_for(plan.n_out, kColumns), threads, 0, current_stream()>>>(
+      column_sum_kernel<scalar_t><<<column_sum_blocks(plan.n_out), column_sum_threads(), 0, current_stream()>>>(
           x.data_ptr<scalar_t>(), plan.n_red, plan.n_out, out.data_ptr<scalar_t>(),
           mean ? static_cast<acc_t>(plan.n_red) : acc_t(1));
       TG_CUDA_CHECK_LAUNCH();
