@@ -29,7 +29,10 @@ SegmentPlan plan_segments(const Graph& graph, DeviceType capture_on) {
     const std::optional<std::string> blocker = capture_blocker(graph, graph.nodes[i], capture_on);
     const bool captured = !blocker.has_value();
     if (plan.segments.empty() || plan.segments.back().captured != captured) {
-      plan.segments.push_back(Segment{captured, {}, blocker.value_or(""), {}, {}});
+      Segment next;
+      next.captured = captured;
+      next.reason = blocker.value_or("");
+      plan.segments.push_back(std::move(next));
     }
     plan.segments.back().nodes.push_back(static_cast<int32_t>(i));
     if (captured) {

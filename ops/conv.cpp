@@ -66,8 +66,6 @@ void check_operands(const char* op, const TensorList& in) {
   for (size_t i = 1; i < in.size(); ++i) check_same_dtype(op, in[0], "the first operand", in[i], "the others");
 }
 
-bool on_cuda(const Tensor& t) { return t.is_cuda(); }
-
 class Conv2dOp final : public Op {
  public:
   Conv2dOp(Conv2dParams p, bool has_bias) : p_(p), has_bias_(has_bias) {}
@@ -88,7 +86,7 @@ class Conv2dOp final : public Op {
     if (out[0].numel() == 0) return;
     const Tensor bias = in.size() == 3 ? in[2] : Tensor();
 #ifdef TG_WITH_CUDA
-    if (on_cuda(out[0])) return cuda::conv2d_forward(in[0], in[1], bias, out[0], p_);
+    if (out[0].is_cuda()) return cuda::conv2d_forward(in[0], in[1], bias, out[0], p_);
 #endif
     if (eval_widened(*this, in, out)) return;  // the CPU convolutions compute 16-bit floats in float32
     cpu_conv2d_forward(in[0], in[1], bias, out[0], p_);
@@ -119,7 +117,7 @@ class Conv2dBackwardInputOp final : public Op {
   void eval(const TensorList& in, TensorList& out) const override {
     if (out[0].numel() == 0) return;
 #ifdef TG_WITH_CUDA
-    if (on_cuda(out[0])) return cuda::conv2d_backward_input(in[0], in[1], out[0], p_);
+    if (out[0].is_cuda()) return cuda::conv2d_backward_input(in[0], in[1], out[0], p_);
 #endif
     if (eval_widened(*this, in, out)) return;  // the CPU convolutions compute 16-bit floats in float32
     cpu_conv2d_backward_input(in[0], in[1], out[0], p_);
@@ -150,7 +148,7 @@ class Conv2dBackwardWeightOp final : public Op {
   void eval(const TensorList& in, TensorList& out) const override {
     if (out[0].numel() == 0) return;
 #ifdef TG_WITH_CUDA
-    if (on_cuda(out[0])) return cuda::conv2d_backward_weight(in[0], in[1], out[0], p_);
+    if (out[0].is_cuda()) return cuda::conv2d_backward_weight(in[0], in[1], out[0], p_);
 #endif
     if (eval_widened(*this, in, out)) return;  // the CPU convolutions compute 16-bit floats in float32
     cpu_conv2d_backward_weight(in[0], in[1], out[0], p_);

@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/op_node.h"
 #include "autograd/view_rebase.h"
+#include "tensor/cpu_allocator.h"
 
 namespace tg {
 namespace {
@@ -64,8 +65,8 @@ TensorList make_outputs(const Op& op, const TensorList& inputs, std::vector<Tens
     }
     Shape strides = m.strides.empty() && !m.sizes.empty() ? contiguous_strides(m.sizes) : std::move(m.strides);
     const int64_t nbytes = storage_span(m.sizes, strides) * dtype_size(m.dtype);
-    auto storage = std::make_shared<StorageImpl>(m.device, nbytes, fake);
-    outputs.emplace_back(std::make_shared<TensorImpl>(std::move(storage), std::move(m.sizes), std::move(strides), 0,
+    auto storage = std::allocate_shared<StorageImpl>(SmallObjectAllocator<StorageImpl>(), m.device, nbytes, fake);
+    outputs.emplace_back(std::allocate_shared<TensorImpl>(SmallObjectAllocator<TensorImpl>(), std::move(storage), std::move(m.sizes), std::move(strides), 0,
                                                       m.dtype));
   }
   return outputs;
@@ -156,7 +157,7 @@ TensorList dispatch(const OpPtr& op, TensorList inputs) {
   // modified at backward instead of being read after the write, and holds no link back to this node.
   std::shared_ptr<OpNode> node;
   if (recording) {
-    node = std::make_shared<OpNode>(op, inputs);
+    node = std::allocate_shared<OpNode>(SmallObjectAllocator<OpNode>(), op, inputs);
     TensorList saved_inputs = inputs;
     if (original_target.defined()) saved_inputs[static_cast<size_t>(s.mutates)] = original_target;
     node->save_inputs(saved_inputs);

@@ -1,33 +1,18 @@
 #include "tensor/allocator.h"
 
-#include <cstdlib>
-#include <new>
-
 #include "tensor/check.h"
+#include "tensor/cpu_allocator.h"
 
 namespace tg {
 namespace {
-
-// 64-byte aligned host memory, so Eigen and vector loads see aligned rows.
-class CpuAllocator final : public Allocator {
- public:
-  void* allocate(size_t nbytes, Device) override {
-    if (nbytes == 0) return nullptr;
-    void* p = std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
-    if (!p) throw std::bad_alloc();
-    return p;
-  }
-  void deallocate(void* ptr) override { std::free(ptr); }
-};
 
 Allocator* g_cuda_allocator = nullptr;
 
 }  // namespace
 
 Allocator* allocator_for(Device device) {
-  static CpuAllocator cpu;
   switch (device.type) {
-    case DeviceType::CPU: return &cpu;
+    case DeviceType::CPU: return cpu_allocator();
     case DeviceType::CUDA:
       TG_CHECK(g_cuda_allocator != nullptr, "[allocate] device ", device.str(),
                " requested, but tapegraph was built without CUDA support");

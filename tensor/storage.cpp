@@ -22,7 +22,7 @@ StorageImpl::StorageImpl(Device device, void* data, int64_t nbytes, std::shared_
 void StorageImpl::throw_stale() const { throw Error(*stale_message_); }
 
 StorageImpl::~StorageImpl() {
-  if (allocator_) allocator_->deallocate(data_);
+  if (allocator_) allocator_->deallocate_sized(data_, static_cast<size_t>(nbytes_));
 }
 
 void StorageImpl::grow(int64_t nbytes) {
@@ -35,7 +35,7 @@ void StorageImpl::grow(int64_t nbytes) {
   Allocator* alloc = allocator_for(device_);
   void* fresh = alloc->allocate(static_cast<size_t>(nbytes), device_);
   if (nbytes_ > 0) copy_bytes(fresh, device_, data_, device_, nbytes_);
-  if (allocator_) allocator_->deallocate(data_);
+  if (allocator_) allocator_->deallocate_sized(data_, static_cast<size_t>(nbytes_));
   data_ = fresh;
   allocator_ = alloc;
   nbytes_ = nbytes;

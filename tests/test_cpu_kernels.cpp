@@ -1,18 +1,22 @@
 // CPU kernel back ends: products through oneDNN against float64 over every operand layout, its
 // thread count following tg::set_num_threads, and the AVX2/AVX-512 variants of the elementwise loops
-// rounding exactly as the baseline loop does.
+// rounding exactly as the baseline loop does; the CPU allocator's alignment and its reuse of small
+// blocks.
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
 
 #include <cstring>
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ops/cpu/onednn_gemm.h"
 #include "ops/elementwise.h"
 #include "ops/cpu/vector_isa.h"
+#include "tensor/cpu_allocator.h"
 #include "support/test_support.h"
 
 namespace tg {
@@ -125,6 +129,59 @@ TEST(VectorIsa, CapNeverRaisesAboveTheCpu) {
   EXPECT_EQ(cpu::vector_isa(), cpu::VectorIsa::Baseline);
   cpu::set_max_vector_isa(cpu::VectorIsa::Avx512);
   EXPECT_EQ(cpu::vector_isa(), cpu_isa);
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kReusesSmallBlocks = false;  // AddressSanitizer builds keep no freed block
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kReusesSmallBlocks = false;
+#else
+constexpr bool kReusesSmallBlocks = true;
+#endif
+#else
+constexpr bool kReusesSmallBlocks = true;
+#endif
+
+bool aligned_to_cache_line(const void* p) { return reinterpret_cast<uintptr_t>(p) % 64 == 0; }
+
+TEST(CpuAllocator, BlocksAreCacheLineAlignedAndWritableToTheirSize) {
+  Allocator* cpu = cpu_allocator();
+  EXPECT_EQ(cpu->allocate(0, kCPU), nullptr);
+  for (size_t n : {1, 63, 64, 65, 100, 4095, 4096, 4097, 1 << 20}) {
+    void* p = cpu->allocate(n, kCPU);
+    ASSERT_NE(p, nullptr) << n << " bytes";
+    EXPECT_TRUE(aligned_to_cache_line(p)) << n << " bytes";
+    std::memset(p, 0xAB, n);
+    cpu->deallocate_sized(p, n);
+  }
+}
+
+TEST(CpuAllocator, SmallBlocksAreReusedBySizeClassLargeOnesAreNot) {
+  if (!kReusesSmallBlocks) GTEST_SKIP() << "AddressSanitizer build: freed blocks are never reused";
+  Allocator* cpu = cpu_allocator();
+  void* small = cpu->allocate(100, kCPU);  // the 128-byte class
+  cpu->deallocate_sized(small, 100);
+  EXPECT_EQ(cpu->allocate(120, kCPU), small) << "a freed block serves the next request of its class";
+  void* other = cpu->allocate(120, kCPU);
+  EXPECT_NE(other, small) << "a block in use is never handed out twice";
+  void* bigger = cpu->allocate(200, kCPU);  // the 256-byte class: not the 128-byte block
+  EXPECT_NE(bigger, small);
+  EXPECT_NE(bigger, other);
+  cpu->deallocate_sized(small, 120);
+  cpu->deallocate_sized(other, 120);
+  cpu->deallocate_sized(bigger, 200);
+}
+
+TEST(CpuAllocator, BlocksFreedOnAnotherThreadStayValid) {
+  Allocator* cpu = cpu_allocator();
+  std::vector<void*> blocks;
+  for (int i = 0; i < 64; ++i) blocks.push_back(cpu->allocate(48, kCPU));
+  std::thread([&] {
+    for (void* p : blocks) cpu->deallocate_sized(p, 48);  // kept by (and freed at the end of) that thread
+  }).join();
+  Tensor t = full({4}, 2.0);  // small tensors keep working after the other thread's cache is gone
+  EXPECT_EQ((t + t).sum().item<double>(), 16.0);
 }
 
 }  // namespace
