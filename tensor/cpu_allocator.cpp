@@ -7,18 +7,6 @@
 namespace tg {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kCacheSmallBlocks = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kCacheSmallBlocks = false;
-#else
-constexpr bool kCacheSmallBlocks = true;
-#endif
-#else
-constexpr bool kCacheSmallBlocks = true;
-#endif
-
 constexpr size_t kAlignment = 64;      // a cache line: Eigen and the vector loops see aligned rows
 constexpr size_t kLargestCached = 4096;
 constexpr int kClasses = 7;            // 64, 128, ..., 4096 bytes
@@ -70,7 +58,7 @@ class CpuAllocator final : public Allocator {
 }  // namespace
 
 void* allocate_small(size_t nbytes) {
-  if (!kCacheSmallBlocks || nbytes > kLargestCached || t_state == CacheState::Gone) return aligned_block(nbytes);
+  if (!kCpuAllocatorReusesBlocks || nbytes > kLargestCached || t_state == CacheState::Gone) return aligned_block(nbytes);
   const int c = size_class(nbytes);
   BlockCache& cache = thread_cache();
   if (cache.count[c] > 0) return cache.blocks[c][--cache.count[c]];
@@ -79,7 +67,7 @@ void* allocate_small(size_t nbytes) {
 
 void deallocate_small(void* ptr, size_t nbytes) noexcept {
   if (ptr == nullptr) return;
-  if (kCacheSmallBlocks && nbytes <= kLargestCached && t_state == CacheState::Alive) {
+  if (kCpuAllocatorReusesBlocks && nbytes <= kLargestCached && t_state == CacheState::Alive) {
     BlockCache& cache = thread_cache();
     const int c = size_class(nbytes);
     if (cache.count[c] < kBlocksPerClass) {

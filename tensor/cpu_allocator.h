@@ -7,10 +7,23 @@
 
 namespace tg {
 
+// Whether this build keeps freed small blocks for reuse: not under AddressSanitizer, so every use
+// after free is still reported there.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kCpuAllocatorReusesBlocks = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kCpuAllocatorReusesBlocks = false;
+#else
+inline constexpr bool kCpuAllocatorReusesBlocks = true;
+#endif
+#else
+inline constexpr bool kCpuAllocatorReusesBlocks = true;
+#endif
+
 // The CPU allocator. Blocks of up to 4 KiB are rounded up to a power of two and, when freed through
 // deallocate_sized(), kept in a small per-thread cache for the next request of their size (a tiny
 // op's output then costs no trip to malloc); larger blocks go straight to aligned malloc and free.
-// Builds with AddressSanitizer keep nothing, so every use after free is still reported.
 Allocator* cpu_allocator();
 
 // A host block of at least `nbytes` (64-byte aligned) from the CPU allocator's per-thread cache.

@@ -131,18 +131,6 @@ TEST(VectorIsa, CapNeverRaisesAboveTheCpu) {
   EXPECT_EQ(cpu::vector_isa(), cpu_isa);
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kReusesSmallBlocks = false;  // AddressSanitizer builds keep no freed block
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kReusesSmallBlocks = false;
-#else
-constexpr bool kReusesSmallBlocks = true;
-#endif
-#else
-constexpr bool kReusesSmallBlocks = true;
-#endif
-
 bool aligned_to_cache_line(const void* p) { return reinterpret_cast<uintptr_t>(p) % 64 == 0; }
 
 TEST(CpuAllocator, BlocksAreCacheLineAlignedAndWritableToTheirSize) {
@@ -158,7 +146,7 @@ TEST(CpuAllocator, BlocksAreCacheLineAlignedAndWritableToTheirSize) {
 }
 
 TEST(CpuAllocator, SmallBlocksAreReusedBySizeClassLargeOnesAreNot) {
-  if (!kReusesSmallBlocks) GTEST_SKIP() << "AddressSanitizer build: freed blocks are never reused";
+  if (!kCpuAllocatorReusesBlocks) GTEST_SKIP() << "AddressSanitizer build: freed blocks are never reused";
   Allocator* cpu = cpu_allocator();
   void* small = cpu->allocate(100, kCPU);  // the 128-byte class
   cpu->deallocate_sized(small, 100);
