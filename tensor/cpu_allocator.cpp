@@ -58,10 +58,13 @@ class CpuAllocator final : public Allocator {
 }  // namespace
 
 void* allocate_small(size_t nbytes) {
-  if (!kCpuAllocatorReusesBlocks || nbytes > kLargestCached || t_state == CacheState::Gone) return aligned_block(nbytes);
+  if (!kCpuAllocatorReusesBlocks || nbytes > kLargestCached) return aligned_block(nbytes);
   const int c = size_class(nbytes);
-  BlockCache& cache = thread_cache();
-  if (cache.count[c] > 0) return cache.blocks[c][--cache.count[c]];
+  if (t_state != CacheState::Gone) {
+    BlockCache& cache = thread_cache();
+    if (cache.count[c] > 0) return cache.blocks[c][--cache.count[c]];
+  }
+  // Always the whole class: the block may end up in any thread's cache once freed.
   return aligned_block(class_bytes(c));
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
+#include <malloc.h>
 
 #include <cstring>
 #include <cstdint>
@@ -159,6 +160,26 @@ TEST(CpuAllocator, SmallBlocksAreReusedBySizeClassLargeOnesAreNot) {
   cpu->deallocate_sized(small, 120);
   cpu->deallocate_sized(other, 120);
   cpu->deallocate_sized(bigger, 200);
+}
+
+// Allocates a small block when its thread ends, after that thread's block cache is gone (thread
+// locals end in the reverse order of their construction, and this one is made first).
+void* g_block_from_a_finished_thread = nullptr;
+struct AllocatesAtThreadExit {
+  ~AllocatesAtThreadExit() { g_block_from_a_finished_thread = cpu_allocator()->allocate(300, kCPU); }
+};
+
+TEST(CpuAllocator, BlocksAllocatedAfterAThreadsCacheIsGoneSpanTheirWholeClass) {
+  std::thread([] {
+    thread_local AllocatesAtThreadExit at_exit;
+    (void)&at_exit;
+    cpu_allocator()->deallocate_sized(cpu_allocator()->allocate(300, kCPU), 300);  // the cache comes after it
+  }).join();
+  void* p = g_block_from_a_finished_thread;
+  ASSERT_NE(p, nullptr);
+  // Freed here, it may join this thread's 512-byte class and serve a 512-byte request later.
+  if (kCpuAllocatorReusesBlocks) EXPECT_GE(malloc_usable_size(p), 512u);
+  cpu_allocator()->deallocate_sized(p, 300);
 }
 
 TEST(CpuAllocator, BlocksFreedOnAnotherThreadStayValid) {
