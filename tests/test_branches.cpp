@@ -82,21 +82,13 @@ TEST(BranchesCuda, CompiledMlpMatchesEagerWithAndWithoutTheBranch) {
   TG_REQUIRE_CUDA();
   manual_seed(1);
   auto model = mlp({512, 1024, 1024, 10}, cuda_device());
-  const TensorList params = model->parameters();
   auto fn = [model](const TensorList& in) { return TensorList{cross_entropy((*model)(in[0]), in[1])}; };
   const Tensor x = randn({256, 512}, {.device = cuda_device()}), y = randint(0, 10, {256}, {.device = cuda_device()});
-  auto grads_of = [&](const Tensor& loss) {
-    model->zero_grad();
-    loss.backward();
-    TensorList g{loss.detach().clone()};
-    for (const Tensor& p : params) g.push_back(p.grad().clone());
-    return g;
-  };
-  const TensorList eager = grads_of(fn({x, y})[0]);
+  const TensorList eager = testing::loss_and_grads(*model, fn({x, y})[0]);
   for (bool overlap : {true, false}) {
     Compiled<decltype(fn)> compiled(fn, {.backend = "cudagraphs", .overlap_branches = overlap});
     for (int call = 0; call < 4; ++call) {
-      const TensorList got = grads_of(compiled(TensorList{x, y})[0]);
+      const TensorList got = testing::loss_and_grads(*model, compiled(TensorList{x, y})[0]);
       for (size_t k = 0; k < got.size(); ++k) testing::expect_close(got[k], eager[k], 1e-4, 1e-5);
     }
     EXPECT_EQ(compiled.counters().branch_nodes > 0, overlap);

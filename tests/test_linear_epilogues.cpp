@@ -321,27 +321,19 @@ void expect_fused_mlp_matches_eager(const std::string& act, bool bf16) {
   model->push_back(activation());
   model->push_back(std::make_shared<nn::Linear>(256, 16));
   model->to(dev);
-  const TensorList params = model->parameters();
   auto fn = [model, bf16](const TensorList& in) {
     if (!bf16) return TensorList{cross_entropy((*model)(in[0]), in[1])};
     AutocastGuard autocast(cuda_device(0), kBFloat16);
     return TensorList{cross_entropy((*model)(in[0]), in[1])};
   };
   const Tensor x = randn({32, 64}, {.device = dev}), y = randint(0, 16, {32}, {.device = dev});
-  auto run = [&](const Tensor& loss) {
-    model->zero_grad();
-    loss.backward();
-    TensorList out{loss.detach().clone()};
-    for (const Tensor& p : params) out.push_back(p.grad().clone());
-    return out;
-  };
-  const TensorList eager = run(fn({x, y})[0]);
+  const TensorList eager = testing::loss_and_grads(*model, fn({x, y})[0]);
   const double tol = bf16 ? 2e-2 : 1e-4;
   for (bool fuse : {true, false})
     for (const char* backend : {"aot_eager", "cudagraphs"}) {
       Compiled<decltype(fn)> compiled(fn, {.backend = backend, .fuse_epilogues = fuse, .fuse_gradient_epilogues = fuse});
       for (int call = 0; call < 3; ++call) {
-        const TensorList got = run(compiled(TensorList{x, y})[0]);
+        const TensorList got = testing::loss_and_grads(*model, compiled(TensorList{x, y})[0]);
         for (size_t k = 0; k < got.size(); ++k)
           expect_close(got[k], eager[k], tol, tol * 0.1);
       }

@@ -100,6 +100,14 @@ void expect_close(const Tensor& a, const Tensor& b, double rtol, double atol) {
   }
 }
 
+TensorList loss_and_grads(nn::Module& model, const Tensor& loss) {
+  model.zero_grad();
+  loss.backward();
+  TensorList out{loss.detach().clone()};
+  for (const Tensor& p : model.parameters()) out.push_back(p.grad().clone());
+  return out;
+}
+
 Tensor random_tensor(const Shape& sizes, DType dtype, bool requires_grad, double lo, double hi) {
   Tensor t = (rand(sizes, {.dtype = kFloat64}) * (hi - lo) + lo).to(dtype);
   if (requires_grad) t.requires_grad_(true);

@@ -31,6 +31,10 @@ void expect_cuda_matches_cpu(const TensorFn& fn, const TensorList& cpu_inputs, d
 // Expects a and b to have equal sizes and close values (any devices, any dtypes).
 void expect_close(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 
+// Drops `model`'s gradients, runs loss.backward() and returns copies of the loss and then of every
+// parameter's gradient, in parameters() order (compiled results compare with eager ones this way).
+TensorList loss_and_grads(nn::Module& model, const Tensor& loss);
+
 // Uniform random CPU tensor in [lo, hi) of the given dtype, optionally requiring grad.
 Tensor random_tensor(const Shape& sizes, DType dtype = kFloat64, bool requires_grad = false, double lo = -1.0,
                      double hi = 1.0);
