@@ -56,8 +56,8 @@ TensorList make_outputs(const Op& op, const TensorList& inputs, std::vector<Tens
   for (TensorMeta& m : metas) {
     if (s.view_of >= 0) {
       const Tensor& base = inputs[static_cast<size_t>(s.view_of)];
-      auto impl = std::make_shared<TensorImpl>(base.impl()->storage(), std::move(m.sizes), std::move(m.strides),
-                                               m.offset, m.dtype);
+      auto impl = std::allocate_shared<TensorImpl>(SmallObjectAllocator<TensorImpl>(), base.impl()->storage(),
+                                                   std::move(m.sizes), std::move(m.strides), m.offset, m.dtype);
       const auto& root = base.impl()->view_base();
       impl->set_view_base(root ? root : base.impl_ptr());
       outputs.emplace_back(std::move(impl));
@@ -66,8 +66,8 @@ TensorList make_outputs(const Op& op, const TensorList& inputs, std::vector<Tens
     Shape strides = m.strides.empty() && !m.sizes.empty() ? contiguous_strides(m.sizes) : std::move(m.strides);
     const int64_t nbytes = storage_span(m.sizes, strides) * dtype_size(m.dtype);
     auto storage = std::allocate_shared<StorageImpl>(SmallObjectAllocator<StorageImpl>(), m.device, nbytes, fake);
-    outputs.emplace_back(std::allocate_shared<TensorImpl>(SmallObjectAllocator<TensorImpl>(), std::move(storage), std::move(m.sizes), std::move(strides), 0,
-                                                      m.dtype));
+    outputs.emplace_back(std::allocate_shared<TensorImpl>(SmallObjectAllocator<TensorImpl>(), std::move(storage),
+                                                          std::move(m.sizes), std::move(strides), 0, m.dtype));
   }
   return outputs;
 }
