@@ -35,6 +35,7 @@
 #include "ops/unary.h"
 #include "ops/view.h"
 #include "optim/optim.h"
+#include "tensor/cpu_allocator.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"

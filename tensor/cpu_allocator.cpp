@@ -7,14 +7,37 @@
 namespace tg {
 namespace {
 
-constexpr size_t kAlignment = 64;      // a cache line: Eigen and the vector loops see aligned rows
-constexpr size_t kLargestCached = 4096;
-constexpr int kClasses = 7;            // 64, 128, ..., 4096 bytes
-constexpr int kBlocksPerClass = 16;
+constexpr size_t kAlignment = 64;  // a cache line: Eigen and the vector loops see aligned rows
+// Blocks of up to 4 KiB fall in power-of-two classes (64, 128, ..., 4096 bytes), at most
+// kSmallBlocksPerClass kept per class.
+constexpr size_t kLargestSmall = 4096;
+constexpr int kSmallClasses = 7;
+constexpr int kSmallBlocksPerClass = 16;
+// Larger blocks, up to kLargestCached, fall in classes a quarter of an octave apart (at most 25%
+// rounding), and a thread keeps up to kLargeBytesPerThread of them.
+constexpr int kStepsPerOctave = 4;
+constexpr int kLargestCachedLog2 = 25;
+constexpr int kLargestSmallLog2 = 12;
+constexpr size_t kLargestCached = size_t{1} << kLargestCachedLog2;
+constexpr int kClasses = kSmallClasses + (kLargestCachedLog2 - kLargestSmallLog2) * kStepsPerOctave;
+constexpr size_t kLargeBytesPerThread = size_t{128} << 20;
 
-// The size class of a request of `nbytes` (at most kLargestCached) and that class's block size.
-int size_class(size_t nbytes) { return nbytes <= kAlignment ? 0 : std::bit_width(nbytes - 1) - 6; }
-size_t class_bytes(int c) { return kAlignment << c; }
+// The size class of a request of `nbytes` (at most kLargestCached).
+int size_class(size_t nbytes) {
+  if (nbytes <= kLargestSmall) return nbytes <= kAlignment ? 0 : std::bit_width(nbytes - 1) - 6;
+  const int octave = std::bit_width(nbytes - 1) - 1;  // 2^octave < nbytes <= 2^(octave + 1)
+  const size_t step = size_t{1} << (octave - 2);
+  const int within = static_cast<int>((nbytes - (size_t{1} << octave) + step - 1) / step) - 1;
+  return kSmallClasses + (octave - kLargestSmallLog2) * kStepsPerOctave + within;
+}
+
+// The block size of class `c`: the largest request the class serves.
+size_t class_bytes(int c) {
+  if (c < kSmallClasses) return kAlignment << c;
+  const int octave = kLargestSmallLog2 + (c - kSmallClasses) / kStepsPerOctave;
+  const size_t within = static_cast<size_t>((c - kSmallClasses) % kStepsPerOctave);
+  return (size_t{1} << octave) + (within + 1) * (size_t{1} << (octave - 2));
+}
 
 void* aligned_block(size_t nbytes) {
   void* p = std::aligned_alloc(kAlignment, (nbytes + kAlignment - 1) / kAlignment * kAlignment);
@@ -22,13 +45,27 @@ void* aligned_block(size_t nbytes) {
   return p;
 }
 
-// Freed small blocks of one thread, by size class. Blocks are plain aligned_alloc blocks, so any
-// thread may free them: a block freed on another thread joins that thread's cache.
+// A kept block's first bytes link it to the next kept block of its class.
+struct FreeBlock {
+  FreeBlock* next;
+};
+
+// Freed blocks of one thread, by size class. Blocks are plain aligned_alloc blocks, so any thread
+// may free them: a block freed on another thread joins that thread's cache. Keeping blocks, rather
+// than handing them back to malloc, also keeps the C library from returning the pages of a
+// training step's tensors to the system at the end of each step and faulting them in again on the
+// next (a few microseconds a page on virtual machines).
 struct BlockCache {
-  void* blocks[kClasses][kBlocksPerClass];
+  FreeBlock* head[kClasses] = {};
   int count[kClasses] = {};
+  size_t large_bytes = 0;  // kept in the classes above kLargestSmall
   BlockCache();
   ~BlockCache();
+  // A kept block of class c, or nullptr.
+  void* take(int c);
+  // Keeps `ptr`, a block of class c, unless the class or the thread's budget is full.
+  bool keep(void* ptr, int c);
+  void free_all();
 };
 
 // Where this thread's cache is in its life: its destructor may have run while storages (of other
@@ -39,8 +76,33 @@ thread_local CacheState t_state = CacheState::NotYet;  // trivially destructible
 BlockCache::BlockCache() { t_state = CacheState::Alive; }
 BlockCache::~BlockCache() {
   t_state = CacheState::Gone;
+  free_all();
+}
+
+void* BlockCache::take(int c) {
+  FreeBlock* block = head[c];
+  if (block == nullptr) return nullptr;
+  head[c] = block->next;
+  --count[c];
+  if (c >= kSmallClasses) large_bytes -= class_bytes(c);
+  return block;
+}
+
+bool BlockCache::keep(void* ptr, int c) {
+  if (c < kSmallClasses) {
+    if (count[c] >= kSmallBlocksPerClass) return false;
+  } else {
+    if (large_bytes + class_bytes(c) > kLargeBytesPerThread) return false;
+    large_bytes += class_bytes(c);
+  }
+  head[c] = new (ptr) FreeBlock{head[c]};
+  ++count[c];
+  return true;
+}
+
+void BlockCache::free_all() {
   for (int c = 0; c < kClasses; ++c)
-    for (int i = 0; i < count[c]; ++i) std::free(blocks[c][i]);
+    while (void* p = take(c)) std::free(p);
 }
 
 BlockCache& thread_cache() {
@@ -50,35 +112,40 @@ BlockCache& thread_cache() {
 
 class CpuAllocator final : public Allocator {
  public:
-  void* allocate(size_t nbytes, Device) override { return nbytes == 0 ? nullptr : allocate_small(nbytes); }
+  void* allocate(size_t nbytes, Device) override { return nbytes == 0 ? nullptr : host_allocate(nbytes); }
   void deallocate(void* ptr) override { std::free(ptr); }
-  void deallocate_sized(void* ptr, size_t nbytes) override { deallocate_small(ptr, nbytes); }
+  void deallocate_sized(void* ptr, size_t nbytes) override { host_deallocate(ptr, nbytes); }
 };
 
 }  // namespace
 
-void* allocate_small(size_t nbytes) {
+void* host_allocate(size_t nbytes) {
   if (!kCpuAllocatorReusesBlocks || nbytes > kLargestCached) return aligned_block(nbytes);
   const int c = size_class(nbytes);
-  if (t_state != CacheState::Gone) {
-    BlockCache& cache = thread_cache();
-    if (cache.count[c] > 0) return cache.blocks[c][--cache.count[c]];
-  }
+  if (t_state != CacheState::Gone)
+    if (void* p = thread_cache().take(c)) return p;
   // Always the whole class: the block may end up in any thread's cache once freed.
   return aligned_block(class_bytes(c));
 }
 
-void deallocate_small(void* ptr, size_t nbytes) noexcept {
+void host_deallocate(void* ptr, size_t nbytes) noexcept {
   if (ptr == nullptr) return;
-  if (kCpuAllocatorReusesBlocks && nbytes <= kLargestCached && t_state == CacheState::Alive) {
-    BlockCache& cache = thread_cache();
-    const int c = size_class(nbytes);
-    if (cache.count[c] < kBlocksPerClass) {
-      cache.blocks[c][cache.count[c]++] = ptr;
-      return;
-    }
-  }
+  if (kCpuAllocatorReusesBlocks && nbytes <= kLargestCached && t_state == CacheState::Alive &&
+      thread_cache().keep(ptr, size_class(nbytes)))
+    return;
   std::free(ptr);
+}
+
+void cpu_empty_cache() {
+  if (t_state == CacheState::Alive) thread_cache().free_all();
+}
+
+size_t cpu_cached_bytes() {
+  if (t_state != CacheState::Alive) return 0;
+  const BlockCache& cache = thread_cache();
+  size_t total = cache.large_bytes;
+  for (int c = 0; c < kSmallClasses; ++c) total += static_cast<size_t>(cache.count[c]) * class_bytes(c);
+  return total;
 }
 
 Allocator* cpu_allocator() {

@@ -1,4 +1,4 @@
-// Host memory for CPU storages: 64-byte aligned blocks, with the small ones kept for reuse.
+// Host memory for CPU storages: 64-byte aligned blocks, kept for reuse when freed.
 #pragma once
 
 #include <cstddef>
@@ -7,7 +7,7 @@
 
 namespace tg {
 
-// Whether this build keeps freed small blocks for reuse: not under AddressSanitizer, so every use
+// Whether this build keeps freed blocks for reuse: not under AddressSanitizer, so every use
 // after free is still reported there.
 #if defined(__SANITIZE_ADDRESS__)
 inline constexpr bool kCpuAllocatorReusesBlocks = false;
@@ -21,17 +21,24 @@ inline constexpr bool kCpuAllocatorReusesBlocks = true;
 inline constexpr bool kCpuAllocatorReusesBlocks = true;
 #endif
 
-// The CPU allocator. Blocks of up to 4 KiB are rounded up to a power of two and, when freed through
-// deallocate_sized(), kept in a small per-thread cache for the next request of their size (a tiny
-// op's output then costs no trip to malloc); larger blocks go straight to aligned malloc and free.
+// The CPU allocator. Requests of up to 32 MiB are rounded up to a size class (powers of two up to
+// 4 KiB, quarter octaves above) and, when freed through deallocate_sized(), kept in a per-thread
+// cache for the next request of their class: 16 blocks per class up to 4 KiB, 128 MiB in all above.
+// A tiny op's output then costs no trip to malloc, and a training step reuses the pages of the last
+// one. Larger requests go straight to aligned malloc and free.
 Allocator* cpu_allocator();
 
 // A host block of at least `nbytes` (64-byte aligned) from the CPU allocator's per-thread cache.
-void* allocate_small(size_t nbytes);
-// Returns a block of allocate_small(nbytes).
-void deallocate_small(void* ptr, size_t nbytes) noexcept;
+void* host_allocate(size_t nbytes);
+// Returns a block of host_allocate(nbytes).
+void host_deallocate(void* ptr, size_t nbytes) noexcept;
 
-// A standard allocator over allocate_small, for std::allocate_shared of the small objects every op
+// Frees every block the calling thread's cache keeps.
+void cpu_empty_cache();
+// Bytes the calling thread's cache keeps (blocks freed and not yet reused).
+size_t cpu_cached_bytes();
+
+// A standard allocator over host_allocate, for std::allocate_shared of the small objects every op
 // call creates (tensor and storage headers, tape nodes).
 template <typename T>
 struct SmallObjectAllocator {
@@ -39,8 +46,8 @@ struct SmallObjectAllocator {
   SmallObjectAllocator() = default;
   template <typename U>
   SmallObjectAllocator(const SmallObjectAllocator<U>&) {}  // NOLINT: rebinding, as allocate_shared needs
-  T* allocate(size_t n) { return static_cast<T*>(allocate_small(n * sizeof(T))); }
-  void deallocate(T* p, size_t n) noexcept { deallocate_small(p, n * sizeof(T)); }
+  T* allocate(size_t n) { return static_cast<T*>(host_allocate(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) noexcept { host_deallocate(p, n * sizeof(T)); }
   template <typename U>
   bool operator==(const SmallObjectAllocator<U>&) const { return true; }
 };

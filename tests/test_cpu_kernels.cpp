@@ -146,7 +146,7 @@ TEST(CpuAllocator, BlocksAreCacheLineAlignedAndWritableToTheirSize) {
   }
 }
 
-TEST(CpuAllocator, SmallBlocksAreReusedBySizeClassLargeOnesAreNot) {
+TEST(CpuAllocator, SmallBlocksAreReusedBySizeClass) {
   if (!kCpuAllocatorReusesBlocks) GTEST_SKIP() << "AddressSanitizer build: freed blocks are never reused";
   Allocator* cpu = cpu_allocator();
   void* small = cpu->allocate(100, kCPU);  // the 128-byte class
@@ -160,6 +160,42 @@ TEST(CpuAllocator, SmallBlocksAreReusedBySizeClassLargeOnesAreNot) {
   cpu->deallocate_sized(small, 120);
   cpu->deallocate_sized(other, 120);
   cpu->deallocate_sized(bigger, 200);
+}
+
+TEST(CpuAllocator, LargerBlocksAreReusedByQuarterOctave) {
+  if (!kCpuAllocatorReusesBlocks) GTEST_SKIP() << "AddressSanitizer build: freed blocks are never reused";
+  cpu_empty_cache();
+  Allocator* cpu = cpu_allocator();
+  void* a = cpu->allocate(300000, kCPU);  // (256 KiB, 320 KiB]: the 320 KiB class
+  std::memset(a, 1, 300000);
+  cpu->deallocate_sized(a, 300000);
+  EXPECT_EQ(cpu_cached_bytes(), 320u << 10);
+  void* b = cpu->allocate(330000, kCPU);  // the 384 KiB class: a new block
+  EXPECT_NE(b, a);
+  void* c = cpu->allocate(270000, kCPU);  // the 320 KiB class again
+  EXPECT_EQ(c, a) << "a freed block serves the next request of its class";
+  EXPECT_EQ(cpu_cached_bytes(), 0u);
+  std::memset(c, 2, 320u << 10);  // the block spans its whole class
+  cpu->deallocate_sized(b, 330000);
+  cpu->deallocate_sized(c, 270000);
+  EXPECT_EQ(cpu_cached_bytes(), (320u + 384u) << 10);
+  cpu_empty_cache();
+  EXPECT_EQ(cpu_cached_bytes(), 0u);
+}
+
+TEST(CpuAllocator, KeepsAtMost128MiBOfLargerBlocksAndNoneAbove32MiB) {
+  if (!kCpuAllocatorReusesBlocks) GTEST_SKIP() << "AddressSanitizer build: freed blocks are never reused";
+  cpu_empty_cache();
+  Allocator* cpu = cpu_allocator();
+  const size_t huge = size_t{40} << 20;
+  cpu->deallocate_sized(cpu->allocate(huge, kCPU), huge);
+  EXPECT_EQ(cpu_cached_bytes(), 0u) << "blocks over 32 MiB go back to malloc";
+  const size_t block = size_t{32} << 20;
+  std::vector<void*> blocks;
+  for (int i = 0; i < 5; ++i) blocks.push_back(cpu->allocate(block, kCPU));
+  for (void* p : blocks) cpu->deallocate_sized(p, block);
+  EXPECT_EQ(cpu_cached_bytes(), size_t{128} << 20) << "four kept, the fifth freed";
+  cpu_empty_cache();
 }
 
 // Allocates a small block when its thread ends, after that thread's block cache is gone (thread
