@@ -80,7 +80,19 @@ Shape broadcast_strides(const Shape& sizes, const Shape& strides, const Shape& t
 }
 
 bool has_internal_overlap(const Shape& sizes, const Shape& strides) {
-  // Sorting dims by stride, each dim's stride must clear the extent of all smaller-stride dims.
+  // Each dim's stride must clear the extent of all smaller-stride dims. Dims whose strides fall
+  // from first to last (the usual layout) are checked in place; any other order is sorted first.
+  int64_t row_major_extent = 0;
+  bool row_major = true;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (sizes[i] <= 1) continue;
+    if (strides[i] <= row_major_extent) {
+      row_major = false;
+      break;
+    }
+    row_major_extent += strides[i] * (sizes[i] - 1);
+  }
+  if (row_major) return false;
   std::vector<size_t> order;
   for (size_t i = 0; i < sizes.size(); ++i)
     if (sizes[i] > 1) order.push_back(i);

@@ -36,6 +36,21 @@ TEST(ViewGeometry, ViewInfersMinusOneAndKeepsStorage) {
   expect_geometry(x.view({2, 1, 12}), {2, 1, 12}, {12, 12, 1}, 0);
 }
 
+TEST(ViewGeometry, InternalOverlapInAnyDimOrder) {
+  EXPECT_FALSE(has_internal_overlap({}, {}));
+  EXPECT_FALSE(has_internal_overlap({2, 3, 4}, {12, 4, 1}));      // row-major
+  EXPECT_FALSE(has_internal_overlap({2, 1, 4}, {4, 99, 1}));      // a unit dim's stride is never used
+  EXPECT_FALSE(has_internal_overlap({4, 3}, {1, 4}));             // transposed
+  EXPECT_FALSE(has_internal_overlap({3, 2, 4}, {4, 12, 1}));      // permuted
+  EXPECT_FALSE(has_internal_overlap({2, 2}, {10, 3}));            // gaps between rows
+  EXPECT_TRUE(has_internal_overlap({3, 4}, {0, 1}));              // expanded
+  EXPECT_TRUE(has_internal_overlap({2, 3}, {2, 1}));              // rows overlap by one element
+  EXPECT_TRUE(has_internal_overlap({3, 2}, {1, 2}));              // the same, transposed
+  EXPECT_FALSE(has_internal_overlap({2, 2, 2}, {4, 1, 2}));       // permuted, interleaved
+  EXPECT_TRUE(has_internal_overlap({2, 2, 2}, {4, 1, 1}));        // two dims on one stride
+  EXPECT_TRUE(has_internal_overlap({2, 2}, {1, 1}));
+}
+
 TEST(ViewGeometry, ViewOfNonContiguousWhereStridesAllow) {
   Tensor x = iota({4, 6}).slice(1, 0, 4);  // sizes [4, 4], strides [6, 1]
   Tensor v = x.view({2, 2, 4});
