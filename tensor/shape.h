@@ -5,10 +5,9 @@
 #include <string>
 #include <vector>
 
-namespace tg {
+#include "tensor/shape_vector.h"
 
-// Sizes or strides of a tensor, outermost dimension first.
-using Shape = std::vector<int64_t>;
+namespace tg {
 
 // Product of the sizes (1 for a 0-dim tensor).
 int64_t shape_numel(const Shape& sizes);
