@@ -158,9 +158,13 @@ TensorList dispatch(const OpPtr& op, TensorList inputs) {
   std::shared_ptr<OpNode> node;
   if (recording) {
     node = std::allocate_shared<OpNode>(SmallObjectAllocator<OpNode>(), op, inputs);
-    TensorList saved_inputs = inputs;
-    if (original_target.defined()) saved_inputs[static_cast<size_t>(s.mutates)] = original_target;
-    node->save_inputs(saved_inputs);
+    if (original_target.defined()) {
+      TensorList saved_inputs = inputs;
+      saved_inputs[static_cast<size_t>(s.mutates)] = original_target;
+      node->save_inputs(saved_inputs);
+    } else {
+      node->save_inputs(inputs);
+    }
   }
 
   TensorList outputs = make_outputs(*op, inputs, metas, obs && obs->wants_fake_outputs(op, inputs));
