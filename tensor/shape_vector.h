@@ -212,7 +212,7 @@ class Shape {
   int64_t* data_ = inline_;
   size_t size_ = 0;
   size_t capacity_ = kInlineCapacity;
-  int64_t inline_[kInlineCapacity];
+  int64_t inline_[kInlineCapacity] = {};  // zeroed: compilers cannot see that only size_ are read
 };
 
 }  // namespace tg
