@@ -2,8 +2,8 @@
 # The speed figures of one GPU machine in one run, tapegraph beside its anchors:
 # - CPU: bench_dispatch and the eager mlp_small step, pinned to one core, beside libtorch 2.11 (the
 #   anchors' cpu/run_pip.sh, pinned to the same core), in TG_CPU_ROUNDS alternating rounds (default
-#   3): virtual machines' cores slow down and speed up by up to twofold over a minute, so each
-#   round's pair is compared, and every round is printed;
+#   3) after one discarded pass: virtual machines' cores slow down and speed up by up to twofold
+#   over a minute, so each round's pair is compared, and every round is printed;
 # - GPU: the compiled mlp_small, mlp_wide and mlp_wide_bf16 steps (modes 1-4: defaults, fusions off,
 #   gradient epilogues on, branch stream off) and bf16-vs-fp32 losses, beside PyTorch's whole step
 #   captured by hand (pt_mlp_step.py, pt_models.py).
@@ -35,6 +35,9 @@ summarize_cpu_round() {
     }'
 }
 
+# A discarded pass first: right after a build, the first benchmark of a run has read slower than
+# the same op with more work to do.
+taskset -c "$core" "$build/bench/bench_dispatch" --benchmark_filter=cpu > /dev/null 2>&1
 for round in $(seq 1 "$rounds"); do
   {
     echo "== CPU round $round, core $core: tapegraph"
