@@ -6,6 +6,7 @@
 #include "autograd/node.h"
 #include "autograd/saved_tensor.h"
 #include "ops/op.h"
+#include "tensor/cpu_allocator.h"
 
 namespace tg {
 
@@ -25,9 +26,12 @@ class OpNode final : public Node {
  private:
   friend class OpNodeContext;
   OpPtr op_;
-  std::vector<TensorMeta> input_metas_;
-  std::vector<SavedTensor> saved_inputs_;
-  std::vector<SavedTensor> saved_outputs_;
+  // In the CPU allocator's small blocks: every recorded op makes these.
+  template <typename T>
+  using NodeVector = std::vector<T, SmallObjectAllocator<T>>;
+  NodeVector<TensorMeta> input_metas_;
+  NodeVector<SavedTensor> saved_inputs_;
+  NodeVector<SavedTensor> saved_outputs_;
 };
 
 // Leaf sink: adds the incoming gradient into the leaf's .grad after running its hooks.

@@ -1,5 +1,9 @@
 #include "tensor/tensor_impl.h"
 
+#include <new>
+
+#include "tensor/cpu_allocator.h"
+
 namespace tg {
 
 TensorImpl::TensorImpl(Storage storage, Shape sizes, Shape strides, int64_t offset, DType dtype)
@@ -27,8 +31,14 @@ void TensorImpl::set_geometry(Storage storage, Shape sizes, Shape strides, int64
   contiguous_ = is_contiguous_layout(sizes_, strides_);
 }
 
+void AutogradMetaDelete::operator()(AutogradMeta* meta) const noexcept {
+  meta->~AutogradMeta();
+  host_deallocate(meta, sizeof(AutogradMeta));
+}
+
 AutogradMeta& TensorImpl::autograd() {
-  if (!autograd_) autograd_ = std::make_unique<AutogradMeta>();
+  // Every output that joins the tape gets one: a small block from the allocator's cache, not malloc.
+  if (!autograd_) autograd_.reset(new (host_allocate(sizeof(AutogradMeta))) AutogradMeta());
   return *autograd_;
 }
 

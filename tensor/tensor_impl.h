@@ -35,6 +35,11 @@ struct AutogradMeta {
   std::shared_ptr<GradReducer> grad_reducer;  // leaves: reduces the gradient across processes (data parallel)
 };
 
+// Destroys an AutogradMeta that TensorImpl::autograd() made in the CPU allocator's small blocks.
+struct AutogradMetaDelete {
+  void operator()(AutogradMeta* meta) const noexcept;
+};
+
 // Geometry and data of a tensor; several TensorImpls share one StorageImpl when they are views.
 class TensorImpl {
  public:
@@ -73,7 +78,7 @@ class TensorImpl {
   int64_t numel_ = 1;
   DType dtype_;
   bool contiguous_ = true;
-  std::unique_ptr<AutogradMeta> autograd_;
+  std::unique_ptr<AutogradMeta, AutogradMetaDelete> autograd_;
   std::shared_ptr<TensorImpl> view_base_;
 };
 
