@@ -56,8 +56,8 @@ TensorList make_outputs(const Op& op, const TensorList& inputs, std::vector<Tens
   for (TensorMeta& m : metas) {
     if (s.view_of >= 0) {
       const Tensor& base = inputs[static_cast<size_t>(s.view_of)];
-      auto impl = std::allocate_shared<TensorImpl>(SmallObjectAllocator<TensorImpl>(), base.impl()->storage(),
-                                                   std::move(m.sizes), std::move(m.strides), m.offset, m.dtype);
+      auto impl = make_shared_small<TensorImpl>(base.impl()->storage(), std::move(m.sizes), std::move(m.strides),
+                                                m.offset, m.dtype);
       const auto& root = base.impl()->view_base();
       impl->set_view_base(root ? root : base.impl_ptr());
       outputs.emplace_back(std::move(impl));
@@ -65,9 +65,9 @@ TensorList make_outputs(const Op& op, const TensorList& inputs, std::vector<Tens
     }
     Shape strides = m.strides.empty() && !m.sizes.empty() ? contiguous_strides(m.sizes) : std::move(m.strides);
     const int64_t nbytes = storage_span(m.sizes, strides) * dtype_size(m.dtype);
-    auto storage = std::allocate_shared<StorageImpl>(SmallObjectAllocator<StorageImpl>(), m.device, nbytes, fake);
-    outputs.emplace_back(std::allocate_shared<TensorImpl>(SmallObjectAllocator<TensorImpl>(), std::move(storage),
-                                                          std::move(m.sizes), std::move(strides), 0, m.dtype));
+    auto storage = make_shared_small<StorageImpl>(m.device, nbytes, fake);
+    outputs.emplace_back(
+        make_shared_small<TensorImpl>(std::move(storage), std::move(m.sizes), std::move(strides), 0, m.dtype));
   }
   return outputs;
 }
@@ -157,7 +157,7 @@ TensorList dispatch(const OpPtr& op, TensorList inputs) {
   // modified at backward instead of being read after the write, and holds no link back to this node.
   std::shared_ptr<OpNode> node;
   if (recording) {
-    node = std::allocate_shared<OpNode>(SmallObjectAllocator<OpNode>(), op, inputs);
+    node = make_shared_small<OpNode>(op, inputs);
     if (original_target.defined()) {
       TensorList saved_inputs = inputs;
       saved_inputs[static_cast<size_t>(s.mutates)] = original_target;

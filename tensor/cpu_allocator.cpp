@@ -7,24 +7,25 @@
 namespace tg {
 namespace {
 
-constexpr size_t kAlignment = 64;  // a cache line: Eigen and the vector loops see aligned rows
+constexpr int kAlignmentLog2 = 6;  // 64 bytes, a cache line: Eigen and the vector loops see aligned rows
+constexpr size_t kAlignment = size_t{1} << kAlignmentLog2;
 // Blocks of up to 4 KiB fall in power-of-two classes (64, 128, ..., 4096 bytes), at most
 // kSmallBlocksPerClass kept per class.
-constexpr size_t kLargestSmall = 4096;
-constexpr int kSmallClasses = 7;
+constexpr int kLargestSmallLog2 = 12;
+constexpr size_t kLargestSmall = size_t{1} << kLargestSmallLog2;
+constexpr int kSmallClasses = kLargestSmallLog2 - kAlignmentLog2 + 1;
 constexpr int kSmallBlocksPerClass = 16;
-// Larger blocks, up to kLargestCached, fall in classes a quarter of an octave apart (at most 25%
-// rounding), and a thread keeps up to kLargeBytesPerThread of them.
+// Larger blocks, up to kLargestCached (32 MiB), fall in classes a quarter of an octave apart (at
+// most 25% rounding), and a thread keeps up to kLargeBytesPerThread of them.
 constexpr int kStepsPerOctave = 4;
 constexpr int kLargestCachedLog2 = 25;
-constexpr int kLargestSmallLog2 = 12;
 constexpr size_t kLargestCached = size_t{1} << kLargestCachedLog2;
 constexpr int kClasses = kSmallClasses + (kLargestCachedLog2 - kLargestSmallLog2) * kStepsPerOctave;
 constexpr size_t kLargeBytesPerThread = size_t{128} << 20;
 
 // The size class of a request of `nbytes` (at most kLargestCached).
 int size_class(size_t nbytes) {
-  if (nbytes <= kLargestSmall) return nbytes <= kAlignment ? 0 : std::bit_width(nbytes - 1) - 6;
+  if (nbytes <= kLargestSmall) return nbytes <= kAlignment ? 0 : std::bit_width(nbytes - 1) - kAlignmentLog2;
   const int octave = std::bit_width(nbytes - 1) - 1;  // 2^octave < nbytes <= 2^(octave + 1)
   const size_t step = size_t{1} << (octave - 2);
   const int within = static_cast<int>((nbytes - (size_t{1} << octave) + step - 1) / step) - 1;

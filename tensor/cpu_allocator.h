@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
+#include <utility>
 
 #include "tensor/allocator.h"
 
@@ -38,8 +40,8 @@ void cpu_empty_cache();
 // Bytes the calling thread's cache keeps (blocks freed and not yet reused).
 size_t cpu_cached_bytes();
 
-// A standard allocator over host_allocate, for std::allocate_shared of the small objects every op
-// call creates (tensor and storage headers, tape nodes).
+// A standard allocator over host_allocate, for the small objects every op call creates (tensor and
+// storage headers, tape nodes and their lists).
 template <typename T>
 struct SmallObjectAllocator {
   using value_type = T;
@@ -51,5 +53,11 @@ struct SmallObjectAllocator {
   template <typename U>
   bool operator==(const SmallObjectAllocator<U>&) const { return true; }
 };
+
+// std::make_shared with the object and its reference counts in the CPU allocator's cache.
+template <typename T, typename... Args>
+std::shared_ptr<T> make_shared_small(Args&&... args) {
+  return std::allocate_shared<T>(SmallObjectAllocator<T>(), std::forward<Args>(args)...);
+}
 
 }  // namespace tg
