@@ -35,8 +35,16 @@ summarize_cpu_round() {
     }'
 }
 
-# A discarded pass first: right after a build, the first benchmark of a run has read slower than
-# the same op with more work to do.
+# Right after a build the first CPU round read up to 1.8x slower than the next two (a + b slower
+# than the same add with requires_grad): the build's output is still being written back and the
+# load average is high. So flush, wait (at most 90 s) for the one-minute load to fall below 2, and
+# run one discarded pass before the rounds.
+sync
+for _ in $(seq 1 90); do
+  awk '{ exit !($1 < 2) }' /proc/loadavg && break
+  sleep 1
+done
+echo "CPU rounds start at load average $(cut -d' ' -f1-3 /proc/loadavg)"
 taskset -c "$core" "$build/bench/bench_dispatch" --benchmark_filter=cpu > /dev/null 2>&1
 for round in $(seq 1 "$rounds"); do
   {
