@@ -1,6 +1,7 @@
 #include "fuzz/fuzz_generator.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "autograd/engine.h"
@@ -11,10 +12,31 @@
 namespace tg::fuzz {
 namespace {
 
-InputSpec draw_input(Rng& rng) {
+// The two large sizes a wide program's inputs share, so that they broadcast and multiply together.
+using WideSizes = std::array<int64_t, 2>;
+
+// Sizes for one input in the program's size mode.
+Shape draw_sizes(Rng& rng, SizeMode mode, const WideSizes& wide) {
+  Shape sizes;
+  switch (mode) {
+    case SizeMode::Small:
+      for (int64_t d = rng.between(1, 3); d > 0; --d) sizes.push_back(rng.between(1, 4));
+      break;
+    case SizeMode::Wide:  // a [rows, cols] bias gradient of 32 x 32 or more takes the column-sum kernels
+      for (int64_t d = rng.between(1, 2); d > 0; --d)
+        sizes.push_back(rng.chance(0.75) ? wide[static_cast<size_t>(rng.between(0, 1))] : rng.between(1, 4));
+      break;
+    case SizeMode::Deep:  // up to and past the dims a Shape keeps in place
+      for (int64_t d = rng.between(6, 8); d > 0; --d) sizes.push_back(rng.between(1, 2));
+      break;
+  }
+  return sizes;
+}
+
+InputSpec draw_input(Rng& rng, SizeMode mode, const WideSizes& wide) {
   InputSpec in;
-  const int64_t dims = rng.between(1, 3);
-  for (int64_t d = 0; d < dims; ++d) in.sizes.push_back(rng.between(1, 4));
+  in.sizes = draw_sizes(rng, mode, wide);
+  const auto dims = static_cast<int64_t>(in.sizes.size());
   const int64_t d = rng.between(0, 19);  // float64 3 in 20, each 16-bit float 2 in 20, float32 the rest
   in.dtype = d < 3 ? kFloat64 : d < 5 ? kBFloat16 : d < 7 ? kFloat16 : kFloat32;
   in.requires_grad = rng.chance(0.6);
@@ -83,13 +105,25 @@ bool eager_is_stable(const Program& program, Device device, const Tolerance& tol
 
 }  // namespace
 
+SizeMode size_mode_of(uint64_t seed) {
+  // From the seed's bits above the one that picks gradient_epilogues, so both settings meet each mode.
+  switch ((seed / 2) % 8) {
+    case 3: return SizeMode::Wide;
+    case 6: return SizeMode::Deep;
+    default: return SizeMode::Small;
+  }
+}
+
 Program generate_program(uint64_t seed) {
   Rng rng(seed * 0x9E3779B97F4A7C15ull + 17);
   Program p;
   p.seed = seed;
   p.gradient_epilogues = seed % 2 == 1;  // from the seed, so the drawn program does not change
+  const SizeMode mode = size_mode_of(seed);
+  WideSizes wide{};
+  if (mode == SizeMode::Wide) wide = {rng.between(32, 72), rng.between(32, 72)};
   const int64_t n_inputs = rng.between(1, 3);
-  for (int64_t i = 0; i < n_inputs; ++i) p.inputs.push_back(draw_input(rng));
+  for (int64_t i = 0; i < n_inputs; ++i) p.inputs.push_back(draw_input(rng, mode, wide));
 
   // Each statement is tried eagerly on real values as it is drawn; one that raises is dropped.
   TensorList values = make_inputs(p, kCPU);

@@ -8,8 +8,19 @@
 
 namespace tg::fuzz {
 
-// A random valid program: small inputs (some requiring grad, some non-contiguous; float32, float64,
-// bfloat16 and float16), 3 to 10 op applications that ran without error eagerly when drawn, 1 to 3 outputs.
+// The input sizes a program is drawn with. Small tensors reach ops' edge cases cheaply; kernels
+// with a path of their own for large shapes, and Shape beyond its in-place dims, need the others.
+enum class SizeMode {
+  Small,  // 1 to 3 dims of 1 to 4
+  Wide,   // 1 or 2 dims, mostly of 32 to 72
+  Deep,   // 6 to 8 dims of 1 or 2
+};
+// The seed's size mode: Wide for one program in 8, Deep for another, Small for the rest.
+SizeMode size_mode_of(uint64_t seed);
+
+// A random valid program: inputs of the seed's size mode (some requiring grad, some non-contiguous;
+// float32, float64, bfloat16 and float16), 3 to 10 op applications that ran without error eagerly
+// when drawn, 1 to 3 outputs.
 Program generate_program(uint64_t seed);
 
 // How one program fared.

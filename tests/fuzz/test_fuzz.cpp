@@ -62,6 +62,32 @@ void fuzz(const std::string& backend, Device device) {
   EXPECT_GT(matched, count / 2);
 }
 
+// Each size mode turns up among a few dozen seeds with the shapes it exists for: a matrix of at
+// least 32 x 32 in some wide programs, more than six dims in some deep ones, and nothing over
+// 3 dims of 4 in small ones.
+TEST(Fuzz, GeneratorDrawsWideAndDeepPrograms) {
+  int wide_with_matrix = 0, deep_past_inline = 0, small = 0;
+  for (uint64_t seed = 1; seed <= 64; ++seed) {
+    const Program program = generate_program(seed);
+    const SizeMode mode = size_mode_of(seed);
+    bool matrix = false, past_inline = false;
+    for (const InputSpec& in : program.inputs) {
+      matrix = matrix || (in.sizes.size() == 2 && in.sizes[0] >= 32 && in.sizes[1] >= 32);
+      past_inline = past_inline || in.sizes.size() > 6;
+      if (mode == SizeMode::Small) {
+        EXPECT_LE(in.sizes.size(), 3u) << "seed " << seed;
+        for (int64_t s : in.sizes) EXPECT_LE(s, 4) << "seed " << seed;
+      }
+    }
+    small += mode == SizeMode::Small;
+    wide_with_matrix += mode == SizeMode::Wide && matrix;
+    deep_past_inline += mode == SizeMode::Deep && past_inline;
+  }
+  EXPECT_EQ(small, 48);
+  EXPECT_GE(wide_with_matrix, 2);
+  EXPECT_GE(deep_past_inline, 2);
+}
+
 TEST(Fuzz, AotEagerMatchesEagerOnCpu) { fuzz("aot_eager", kCPU); }
 
 TEST(Fuzz, CudagraphsMatchesEagerOnCuda) {
