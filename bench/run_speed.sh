@@ -36,9 +36,9 @@ summarize_cpu_round() {
 }
 
 # Right after a build the first CPU round read up to 1.8x slower than the next two (a + b slower
-# than the same add with requires_grad): the build's output is still being written back and the
-# load average is high. So flush, wait (at most 90 s) for the one-minute load to fall below 2, and
-# run one discarded pass before the rounds.
+# than the same add with requires_grad), with the build's load still in the load average. So flush
+# the build's writes, wait (at most 90 s) for the one-minute load to fall below 2, and run one
+# discarded pass before the rounds.
 sync
 for _ in $(seq 1 90); do
   awk '{ exit !($1 < 2) }' /proc/loadavg && break
