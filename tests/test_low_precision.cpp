@@ -119,6 +119,23 @@ TEST(LowPrecisionOps, ProductsSoftmaxLossesAndNormsMatchFloat32) {
   expect_close(conv2d(img, k).to(kFloat32), conv2d(img.to(kFloat32), k.to(kFloat32)), 5e-3, 5e-3);
 }
 
+// 16-bit products on the CPU widen their operands to float: only the elements the rows hold, not
+// whole leading dimensions, so an operand whose last row ends its storage early is read within it
+// (AddressSanitizer caught the widening reading past a narrowed view's storage).
+TEST(LowPrecisionOps, ProductsOfNarrowViewsReadOnlyTheirRows) {
+  for (DType dt : {kBFloat16, kFloat16}) {
+    // [2, 4] at columns 12-15 of the last two rows of a [4, 16]: it ends at the storage's last element.
+    const Tensor b = random_tensor({4, 16}, kFloat32).to(dt).narrow(1, 12, 4).narrow(0, 2, 2);
+    const Tensor a = random_tensor({3, 4}, kFloat32).to(dt);
+    expect_close(a.matmul(b.t()).to(kFloat32), a.to(kFloat32).matmul(b.to(kFloat32).t()), 1e-2, 1e-2);
+    expect_close(b.matmul(a.t()).to(kFloat32), b.to(kFloat32).matmul(a.to(kFloat32).t()), 1e-2, 1e-2);
+    // Batched: the last matrix's last row ends its storage early too.
+    const Tensor bb = random_tensor({2, 3, 16}, kFloat32).to(dt).narrow(2, 12, 4);
+    const Tensor ab = random_tensor({2, 5, 3}, kFloat32).to(dt);
+    expect_close(ab.matmul(bb).to(kFloat32), ab.to(kFloat32).matmul(bb.to(kFloat32)), 1e-2, 1e-2);
+  }
+}
+
 TEST(LowPrecisionOps, BatchNormOfAHalfInputWithFloat32Statistics) {
   const Tensor x = random_tensor({8, 3, 4, 4}, kFloat32).to(kBFloat16);
   Tensor rm = zeros({3}), rv = ones({3}), rm32 = zeros({3}), rv32 = ones({3});

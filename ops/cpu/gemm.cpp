@@ -91,9 +91,11 @@ bool blas_accepts(const Gemm& g) {
 }
 #endif
 
-// Elements an operand's matrices span: the last matrix's last row ends the span.
-int64_t operand_span(int64_t batch, int64_t batch_stride, int64_t rows, int64_t ld) {
-  return (batch - 1) * batch_stride + (rows - 1) * ld + ld;
+// Elements an operand's matrices span: the last element of the last matrix's last row ends it (a
+// row may end before its leading dimension does, where the operand is a view into a wider tensor).
+int64_t operand_span(int64_t batch, int64_t batch_stride, int64_t rows, int64_t cols, int64_t ld) {
+  if (rows == 0 || cols == 0) return 0;  // an empty inner dimension: nothing is read
+  return (batch - 1) * batch_stride + (rows - 1) * ld + cols;
 }
 
 // Copies `count` elements of T into a float buffer.
@@ -111,9 +113,9 @@ template <typename T>
 void widened_gemm(const Gemm& g, void (*float_gemm)(const Gemm&)) {
   Gemm w = g;
   w.dtype = kFloat32;
-  const int64_t a_span = operand_span(g.batch, g.a.batch_stride, g.a.trans ? g.k : g.n, g.a.ld);
-  const int64_t b_span = operand_span(g.batch, g.b.batch_stride, g.b.trans ? g.m : g.k, g.b.ld);
-  const int64_t c_span = operand_span(g.batch, g.out_batch_stride, g.n, g.ldc);
+  const int64_t a_span = operand_span(g.batch, g.a.batch_stride, g.a.trans ? g.k : g.n, g.a.trans ? g.n : g.k, g.a.ld);
+  const int64_t b_span = operand_span(g.batch, g.b.batch_stride, g.b.trans ? g.m : g.k, g.b.trans ? g.k : g.m, g.b.ld);
+  const int64_t c_span = operand_span(g.batch, g.out_batch_stride, g.n, g.m, g.ldc);
   const std::vector<float> a = to_float_buffer<T>(g.a.data, a_span), b = to_float_buffer<T>(g.b.data, b_span);
   std::vector<float> c = g.beta != 0.0 ? to_float_buffer<T>(g.out, c_span) : std::vector<float>(static_cast<size_t>(c_span));
   w.a.data = a.data();
