@@ -47,8 +47,11 @@ CompiledImage nvrtc_compile(const std::string& source, const std::string& arch) 
   TG_NVRTC_CHECK(nvrtcCreateProgram(&holder.program, source.c_str(), "fused_elementwise.cu", 0, nullptr, nullptr));
   const std::string arch_option = "--gpu-architecture=" + arch;
   // No fast math: the generated kernels call the same device math functions as the eager kernels.
-  const char* options[] = {arch_option.c_str(), "--std=c++17"};
-  const nvrtcResult compiled = nvrtcCompileProgram(holder.program, 2, options);
+  // No contraction either: each op of a chain rounds its result before the next reads it, as it does
+  // between eager kernels; a multiply-add contracted across two ops keeps the product unrounded, and
+  // a difference of two equal products (a gradient that cancels exactly) came out nonzero.
+  const char* options[] = {arch_option.c_str(), "--std=c++17", "--fmad=false"};
+  const nvrtcResult compiled = nvrtcCompileProgram(holder.program, 3, options);
   CompiledImage result;
   result.log = program_log(holder.program);
   TG_CHECK(compiled == NVRTC_SUCCESS, "[nvrtc] compiling a generated kernel for ", arch, " failed: ",
