@@ -71,7 +71,8 @@ std::map<std::string, int> Graph::op_counts() const {
 
 std::string Graph::to_text() const {
   std::ostringstream os;
-  auto ref = [&](ValueId v) { return "%" + values[static_cast<size_t>(v)].name; };
+  // An absent optional argument or gradient (an undefined tensor) has no value: it prints as None.
+  auto ref = [&](ValueId v) { return v < 0 ? std::string("None") : "%" + values[static_cast<size_t>(v)].name; };
   os << "graph(";
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Value& v = values[static_cast<size_t>(inputs[i].value)];
@@ -119,6 +120,7 @@ std::string Graph::to_dot(const std::string& title) const {
     if (!n.outputs.empty()) os << "\\n" << dot_escape(meta_str(values[static_cast<size_t>(n.outputs[0])].meta));
     os << "\"];\n";
     for (ValueId in : n.inputs) {
+      if (in < 0) continue;  // an absent optional argument
       const Value& v = values[static_cast<size_t>(in)];
       if (v.producer >= 0) {
         os << "  n" << v.producer << " -> n" << i << ";\n";
@@ -128,8 +130,10 @@ std::string Graph::to_dot(const std::string& title) const {
     }
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
+    os << "  out" << i << " [shape=ellipse, style=filled, fillcolor=\"#d1e7dd\", label=\"output " << i
+       << (outputs[i] < 0 ? " (None)" : "") << "\"];\n";
+    if (outputs[i] < 0) continue;  // a gradient that is absent
     const Value& v = values[static_cast<size_t>(outputs[i])];
-    os << "  out" << i << " [shape=ellipse, style=filled, fillcolor=\"#d1e7dd\", label=\"output " << i << "\"];\n";
     os << "  " << (v.producer >= 0 ? "n" + std::to_string(v.producer) : "v" + std::to_string(outputs[i])) << " -> out"
        << i << ";\n";
   }

@@ -36,7 +36,7 @@ struct Value {
 // One op application.
 struct GraphNode {
   OpPtr op;
-  std::vector<ValueId> inputs;
+  std::vector<ValueId> inputs;   // -1 for an absent optional argument (an undefined tensor)
   std::vector<ValueId> outputs;
   Phase phase = Phase::Forward;
   // Forward nodes: the tape sequence number of the op; backward nodes: that of the forward op
@@ -57,7 +57,7 @@ class Graph {
   std::vector<Value> values;
   std::vector<GraphNode> nodes;
   std::vector<GraphInput> inputs;
-  std::vector<ValueId> outputs;
+  std::vector<ValueId> outputs;  // -1 for an absent output (a gradient the function does not produce)
   // Values whose data is fixed at trace time (CPU constants made inside the function, folded results).
   std::map<ValueId, Tensor> constants;
 

@@ -228,6 +228,20 @@ TEST(GraphPrinting, TextAndDotShowBothHalves) {
   EXPECT_NE(dot.find("#ffd8b1"), std::string::npos);  // backward colour
 }
 
+// The gradient of an input that requires grad but that no output depends on is no value of the
+// joint graph: both printers show it as None without reading past the values (TG_LOGS=graphs
+// crashed on such a graph).
+TEST(GraphPrinting, AbsentGradientsPrintAsNone) {
+  auto f = compile([](const Tensor& x, const Tensor& unused) { return (x * 2.0).sum(); }, aot());
+  f(random_tensor({4}, kFloat32, true), random_tensor({2}, kFloat32, true));
+  const graphs::Graph& g = f.last_joint()->graph;
+  const std::string text = g.to_text();
+  EXPECT_NE(text.find(", None)\n"), std::string::npos) << text;
+  const std::string dot = g.to_dot("unused");
+  EXPECT_NE(dot.find("output 2 (None)"), std::string::npos) << dot;
+  EXPECT_EQ(dot.find("v-1"), std::string::npos) << dot;
+}
+
 TEST(Interpreter, RunsGraphWithoutTape) {
   auto f = compile([](const Tensor& x) { return x.exp().sum(); }, aot());
   Tensor x = random_tensor({4}, kFloat32, true);

@@ -6,6 +6,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
+#include <sstream>
 #include <string>
 
 #include "fuzz/fuzz_generator.h"
@@ -86,6 +88,22 @@ TEST(Fuzz, GeneratorDrawsWideAndDeepPrograms) {
   EXPECT_EQ(small, 48);
   EXPECT_GE(wide_with_matrix, 2);
   EXPECT_GE(deep_past_inline, 2);
+}
+
+// Every TG_LOGS channel prints its part (graphs, partitions, fusions, recompiles) for random
+// programs: the printers meet absent gradients, aliases and every op's attributes there, and a
+// graph printer once read past the values of such a graph.
+TEST(Fuzz, LogsPrintRandomPrograms) {
+  std::ostringstream captured;
+  std::streambuf* previous = std::cerr.rdbuf(captured.rdbuf());
+  setenv("TG_LOGS", "all", 1);
+  int matched = 0;
+  for (uint64_t seed = 1; seed <= 300; ++seed) matched += check_program(generate_program(seed), "aot_eager", kCPU).verdict == Verdict::Match;
+  unsetenv("TG_LOGS");
+  std::cerr.rdbuf(previous);
+  EXPECT_GT(matched, 150);
+  EXPECT_NE(captured.str().find("[tapegraph:graphs] joint graph:"), std::string::npos);
+  EXPECT_NE(captured.str().find("[tapegraph:partition]"), std::string::npos);
 }
 
 TEST(Fuzz, AotEagerMatchesEagerOnCpu) { fuzz("aot_eager", kCPU); }
