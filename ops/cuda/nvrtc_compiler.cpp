@@ -2,6 +2,7 @@
 
 #include <nvrtc.h>
 
+#include <iterator>
 #include <sstream>
 
 #include "tensor/check.h"
@@ -51,7 +52,7 @@ CompiledImage nvrtc_compile(const std::string& source, const std::string& arch) 
   // between eager kernels; a multiply-add contracted across two ops keeps the product unrounded, and
   // a difference of two equal products (a gradient that cancels exactly) came out nonzero.
   const char* options[] = {arch_option.c_str(), "--std=c++17", "--fmad=false"};
-  const nvrtcResult compiled = nvrtcCompileProgram(holder.program, 3, options);
+  const nvrtcResult compiled = nvrtcCompileProgram(holder.program, static_cast<int>(std::size(options)), options);
   CompiledImage result;
   result.log = program_log(holder.program);
   TG_CHECK(compiled == NVRTC_SUCCESS, "[nvrtc] compiling a generated kernel for ", arch, " failed: ",
