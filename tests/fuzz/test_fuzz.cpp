@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -94,16 +95,25 @@ TEST(Fuzz, GeneratorDrawsWideAndDeepPrograms) {
 // programs: the printers meet absent gradients, aliases and every op's attributes there, and a
 // graph printer once read past the values of such a graph.
 TEST(Fuzz, LogsPrintRandomPrograms) {
-  std::ostringstream captured;
-  std::streambuf* previous = std::cerr.rdbuf(captured.rdbuf());
-  setenv("TG_LOGS", "all", 1);
+  // Every channel on and stderr captured for the test's length, both restored however it ends.
+  struct LogsCaptured {
+    std::ostringstream text;
+    std::streambuf* previous_cerr = std::cerr.rdbuf(text.rdbuf());
+    const char* set = std::getenv("TG_LOGS");
+    std::optional<std::string> previous_env = set != nullptr ? std::optional<std::string>(set) : std::nullopt;
+    LogsCaptured() { setenv("TG_LOGS", "all", 1); }
+    ~LogsCaptured() {
+      if (previous_env) setenv("TG_LOGS", previous_env->c_str(), 1);
+      else unsetenv("TG_LOGS");
+      std::cerr.rdbuf(previous_cerr);
+    }
+  } logs;
   int matched = 0;
-  for (uint64_t seed = 1; seed <= 300; ++seed) matched += check_program(generate_program(seed), "aot_eager", kCPU).verdict == Verdict::Match;
-  unsetenv("TG_LOGS");
-  std::cerr.rdbuf(previous);
+  for (uint64_t seed = 1; seed <= 300; ++seed)
+    matched += check_program(generate_program(seed), "aot_eager", kCPU).verdict == Verdict::Match;
   EXPECT_GT(matched, 150);
-  EXPECT_NE(captured.str().find("[tapegraph:graphs] joint graph:"), std::string::npos);
-  EXPECT_NE(captured.str().find("[tapegraph:partition]"), std::string::npos);
+  EXPECT_NE(logs.text.str().find("[tapegraph:graphs] joint graph:"), std::string::npos);
+  EXPECT_NE(logs.text.str().find("[tapegraph:partition]"), std::string::npos);
 }
 
 TEST(Fuzz, AotEagerMatchesEagerOnCpu) { fuzz("aot_eager", kCPU); }
