@@ -42,15 +42,22 @@ std::string autocast_state(const AutocastDtypes& state) {
 
 namespace autocast {
 
-Tensor to_low(const Tensor& t) {
-  if (!t.defined() || t.device().is_meta() || !(t.dtype() == kFloat32 || is_low_precision(t.dtype()))) return t;
-  const std::optional<DType> target = slot_of(t.device().type);
-  if (!target || t.dtype() == *target) return t;
-  return to(t, t.device(), *target);
+bool active_for(const Tensor& t, Lists lists) {
+  if (!t.defined() || t.device().is_meta()) return false;
+  const DeviceType type = t.device().type;
+  const uint8_t bit = type == DeviceType::CUDA ? kCudaList : kCpuList;
+  return (lists & bit) != 0 && slot_of(type).has_value();
 }
 
-Tensor to_float(const Tensor& t) {
-  if (!t.defined() || t.device().is_meta() || !is_low_precision(t.dtype()) || !slot_of(t.device().type)) return t;
+Tensor to_low(const Tensor& t, Lists lists) {
+  if (!active_for(t, lists) || !(t.dtype() == kFloat32 || is_low_precision(t.dtype()))) return t;
+  const DType target = *slot_of(t.device().type);
+  if (t.dtype() == target) return t;
+  return to(t, t.device(), target);
+}
+
+Tensor to_float(const Tensor& t, Lists lists) {
+  if (!active_for(t, lists) || !is_low_precision(t.dtype())) return t;
   return to(t, t.device(), kFloat32);
 }
 

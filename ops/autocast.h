@@ -8,6 +8,7 @@
 // passes run with autocast off, as in PyTorch.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -55,11 +56,17 @@ AutocastDtypes autocast_dtypes();
 std::string autocast_state(const AutocastDtypes& state = autocast_dtypes());
 
 namespace autocast {
+// Which device types list an op: PyTorch keeps one list per device type, and they differ (CUDA's
+// float32 list holds exp, log, softmax and layer_norm; the CPU's holds none of them).
+enum Lists : uint8_t { kCudaList = 1, kCpuList = 2, kBothLists = kCudaList | kCpuList };
 // For ops of the low-precision list: a float32 or 16-bit t cast to its device's autocast dtype; t
-// itself when autocast is off there or t is not such a tensor.
-Tensor to_low(const Tensor& t);
-// For ops of the float32 list: a 16-bit t cast to float32 when autocast is on for its device.
-Tensor to_float(const Tensor& t);
+// itself when autocast is off there, t is not such a tensor, or t's device type is not in `lists`.
+Tensor to_low(const Tensor& t, Lists lists = kBothLists);
+// For ops of the float32 list: a 16-bit t cast to float32 when autocast is on for its device and
+// its device type is in `lists`.
+Tensor to_float(const Tensor& t, Lists lists = kBothLists);
+// True when autocast is on for t's device type and that type is in `lists`.
+bool active_for(const Tensor& t, Lists lists = kBothLists);
 }  // namespace autocast
 
 }  // namespace tg
