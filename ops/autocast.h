@@ -1,11 +1,13 @@
 // Automatic mixed precision, as torch.autocast: while an AutocastGuard is active for a device type,
-// ops on tensors of that device cast their floating inputs by PyTorch's lists. Matrix products,
-// linear layers, convolutions and attention run in the guard's 16-bit dtype (tensor cores);
-// softmax, log-softmax, the losses, layer_norm and group_norm run in float32; everything else runs in
-// the dtype of its inputs (binary ops promote, so a 16-bit tensor meeting a float32 one gives
-// float32). float64 tensors are never cast. The casts are ordinary differentiable ops, so gradients
-// come back in each leaf's own dtype and compiled functions trace them like any other op. Backward
-// passes run with autocast off, as in PyTorch.
+// ops on tensors of that device cast their floating inputs by PyTorch's lists for that device type.
+// Matrix products, linear layers, convolutions and attention run in the guard's 16-bit dtype
+// (tensor cores) on both; the losses run in float32 on both; CUDA's float32 list also holds
+// softmax, log-softmax, layer_norm, group_norm and transcendental functions (exp, log, pow, ...),
+// which the CPU's list does not. Everything else runs in the dtype of its inputs (binary ops
+// promote, so a 16-bit tensor meeting a float32 one gives float32). float64 tensors are never cast.
+// The casts are ordinary differentiable ops, so gradients come back in each leaf's own dtype and
+// compiled functions trace them like any other op. Backward passes run with autocast off, as in
+// PyTorch.
 #pragma once
 
 #include <cstdint>

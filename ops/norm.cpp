@@ -1,7 +1,7 @@
-// batch_norm, layer_norm, group_norm composed from tg reductions (CUB on CUDA) and elementwise
-// ops, so each is differentiable to any order and traces like any other op sequence; training-mode
-// batch_norm on float32/float64 is one op instead (ops/batch_norm.cpp). The running-statistics
-// update is copy_ into the buffers (a declared mutation, functionalized by the tracer).
+// batch_norm composed from tg reductions (CUB on CUDA) and elementwise ops, except training-mode
+// batch_norm on floating inputs, which is one op (ops/batch_norm.cpp); layer_norm and group_norm
+// check their arguments here and run as one fused op each way (ops/row_norm.h). The running-
+// statistics update is copy_ into the buffers (a declared mutation, functionalized by the tracer).
 #include "ops/norm.h"
 
 #include "autograd/grad_mode.h"
@@ -12,6 +12,7 @@
 #include "ops/dispatch.h"
 #include "ops/factory.h"
 #include "ops/reduce.h"
+#include "ops/row_norm.h"
 #include "ops/unary.h"
 #include "ops/view.h"
 
@@ -25,6 +26,16 @@ void check_param(const char* op, const char* what, const Tensor& t, const Shape&
            shape_str(sizes), " expected for input of shape ", shape_str(input.sizes()));
   TG_CHECK(t.dtype() == input.dtype(), "[", op, "] ", what, " has dtype ", dtype_name(t.dtype()),
            " but input has ", dtype_name(input.dtype()));
+}
+
+// Checks an optional affine parameter of layer_norm / group_norm: `sizes`, and the input's dtype
+// or float32 beside a 16-bit input (a mixed-precision model's norms, as PyTorch allows).
+void check_affine(const char* op, const char* what, const Tensor& t, const Shape& sizes, const Tensor& input) {
+  if (!t.defined()) return;
+  TG_CHECK(t.sizes() == sizes, "[", op, "] ", what, " of shape ", shape_str(t.sizes()), " does not match ",
+           shape_str(sizes), " expected for input of shape ", shape_str(input.sizes()));
+  TG_CHECK(t.dtype() == input.dtype() || (is_low_precision(input.dtype()) && t.dtype() == kFloat32), "[", op, "] ",
+           what, " has dtype ", dtype_name(t.dtype()), " but input has ", dtype_name(input.dtype()));
 }
 
 // Applies optional weight and bias, viewed with `view_sizes` so they broadcast against y.
@@ -100,9 +111,10 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
 
 Tensor layer_norm(const Tensor& input_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
                   double eps) {
-  const Tensor input = autocast::to_float(input_in);
-  const Tensor weight = autocast::to_float(weight_in);
-  const Tensor bias = autocast::to_float(bias_in);
+  // CUDA's autocast float32 list holds layer_norm; the CPU's does not (16-bit in, 16-bit out there).
+  const Tensor input = autocast::to_float(input_in, autocast::kCudaList);
+  const Tensor weight = autocast::to_float(weight_in, autocast::kCudaList);
+  const Tensor bias = autocast::to_float(bias_in, autocast::kCudaList);
   const char* op = "layer_norm";
   TG_CHECK(input.defined(), "[layer_norm] got an undefined input");
   check_floating(op, input);
@@ -111,22 +123,20 @@ Tensor layer_norm(const Tensor& input_in, const Shape& normalized_shape, const T
   for (int64_t i = 0; ok && i < k; ++i) ok = input.sizes()[input.dim() - k + i] == normalized_shape[i];
   TG_CHECK(ok, "[layer_norm] normalized_shape ", shape_str(normalized_shape), " does not match the trailing dims of input ",
            shape_str(input.sizes()), ": expected input of shape [*, ", shape_str(normalized_shape).substr(1));
-  check_param(op, "weight", weight, normalized_shape, input);
-  check_param(op, "bias", bias, normalized_shape, input);
-  Shape dims;
-  for (int64_t d = input.dim() - k; d < input.dim(); ++d) dims.push_back(d);
-  const Tensor centered = sub(input, mean(input, dims, true));
-  const Tensor v = mean(mul(centered, centered), dims, true);
-  Tensor y = mul(centered, rsqrt(add(v, eps)));
-  if (weight.defined()) y = mul(y, weight);
-  if (bias.defined()) y = add(y, bias);
-  return y;
+  check_affine(op, "weight", weight, normalized_shape, input);
+  check_affine(op, "bias", bias, normalized_shape, input);
+  RowNormGeometry g;
+  g.channels = 1;
+  for (int64_t d = input.dim() - k; d < input.dim(); ++d) g.channels *= input.sizes()[d];
+  g.outer = g.channels == 0 ? 0 : input.numel() / g.channels;
+  g.eps = eps;
+  return row_norm(op, input, weight, bias, g).output;
 }
 
 Tensor group_norm(const Tensor& input_in, int64_t num_groups, const Tensor& weight_in, const Tensor& bias_in, double eps) {
-  const Tensor input = autocast::to_float(input_in);
-  const Tensor weight = autocast::to_float(weight_in);
-  const Tensor bias = autocast::to_float(bias_in);
+  const Tensor input = autocast::to_float(input_in, autocast::kCudaList);
+  const Tensor weight = autocast::to_float(weight_in, autocast::kCudaList);
+  const Tensor bias = autocast::to_float(bias_in, autocast::kCudaList);
   const char* op = "group_norm";
   TG_CHECK(input.defined(), "[group_norm] got an undefined input");
   TG_CHECK(input.dim() >= 2, "[group_norm] input of shape ", shape_str(input.sizes()),
@@ -135,14 +145,16 @@ Tensor group_norm(const Tensor& input_in, int64_t num_groups, const Tensor& weig
   const int64_t N = input.sizes()[0], C = input.sizes()[1];
   TG_CHECK(num_groups > 0 && C % num_groups == 0, "[group_norm] num_groups ", num_groups,
            " must be positive and divide the number of channels ", C, " of input ", shape_str(input.sizes()));
-  check_param(op, "weight", weight, Shape{C}, input);
-  check_param(op, "bias", bias, Shape{C}, input);
-  const Tensor x = input.reshape({N, num_groups, -1});
-  const Tensor centered = sub(x, mean(x, {2}, true));
-  const Tensor v = mean(mul(centered, centered), {2}, true);
-  Shape view_sizes(input.dim(), 1);
-  view_sizes[1] = C;
-  return affine(mul(centered, rsqrt(add(v, eps))).reshape(input.sizes()), weight, bias, view_sizes);
+  check_affine(op, "weight", weight, Shape{C}, input);
+  check_affine(op, "bias", bias, Shape{C}, input);
+  RowNormGeometry g;
+  g.outer = N;
+  g.groups = num_groups;
+  g.channels = C / num_groups;
+  g.inner = 1;
+  for (int64_t d = 2; d < input.dim(); ++d) g.inner *= input.sizes()[d];
+  g.eps = eps;
+  return row_norm(op, input, weight, bias, g).output;
 }
 
 }  // namespace tg

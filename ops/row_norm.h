@@ -1,0 +1,58 @@
+// layer_norm and group_norm as one fused op each way (forward, backward): both normalize the rows
+// of a [outer, groups, channels_per_group, inner] view of their input, with statistics accumulated
+// in float32 for 16-bit and float32 inputs (double on the CPU) and float64 for float64, as
+// PyTorch's native_layer_norm and native_group_norm do. See Note [Row normalization] in row_norm.cpp.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/hd.h"
+#include "tensor/tensor.h"
+
+namespace tg {
+
+// Which elements a row normalization treats as one row, and where their affine parameters sit.
+// The input is contiguous and viewed as [outer, groups, channels, inner]; a row is one
+// (outer, group) pair of channels * inner elements; the parameters are [groups * channels].
+// layer_norm: groups = 1, inner = 1, channels = the normalized numel. group_norm: [N, G, C/G, HW].
+struct RowNormGeometry {
+  int64_t outer = 1, groups = 1, channels = 1, inner = 1;
+  double eps = 1e-5;
+
+  TG_HD int64_t rows() const { return outer * groups; }
+  TG_HD int64_t cols() const { return channels * inner; }
+  TG_HD int64_t params() const { return groups * channels; }
+  // The parameter index of column j of row r.
+  TG_HD int64_t param_of(int64_t r, int64_t j) const { return (r % groups) * channels + j / inner; }
+};
+
+// The outputs of row_norm: the normalized input and the per-row statistics its backward reads.
+struct RowNormResult {
+  Tensor output;  // the input's dtype and shape
+  Tensor mean;    // [rows], float32 (float64 for float64 inputs)
+  Tensor rstd;    // [rows], 1 / sqrt(var + eps), biased variance
+};
+
+// Normalizes the rows of `input` (see RowNormGeometry) and applies the optional affine parameters
+// (both of the same dtype: the input's, or float32 for a 16-bit input). `op` names the caller in
+// errors and in graphs ("layer_norm", "group_norm").
+RowNormResult row_norm(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                       const RowNormGeometry& geometry);
+
+// The kernels behind row_norm, on contiguous operands; undefined weight/bias/gw/gb are skipped.
+void cpu_row_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, const RowNormGeometry& g,
+                          const Tensor& y, const Tensor& mean, const Tensor& rstd);
+void cpu_row_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& mean,
+                           const Tensor& rstd, const RowNormGeometry& g, const Tensor& gx, const Tensor& gw,
+                           const Tensor& gb);
+
+namespace cuda {
+// The same on the current stream: one pass per row for the forward and for the input gradient,
+// and a chunked column reduction for the parameter gradients (no host synchronization).
+void row_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, const RowNormGeometry& g, const Tensor& y,
+                      const Tensor& mean, const Tensor& rstd);
+void row_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd,
+                       const RowNormGeometry& g, const Tensor& gx, const Tensor& gw, const Tensor& gb);
+}  // namespace cuda
+
+}  // namespace tg
