@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "graphs/cudagraph_step.h"
+#include "graphs/runtime/cudagraph_step.h"
 #include "ops/factory.h"
 #include "tensor/check.h"
 #include "tensor/shape.h"

@@ -1,3 +1,6 @@
+// compile()'s cache of specializations and the pipeline that builds one: trace the joint graph,
+// partition it, optimize both halves, lower writes into inputs, build executors. See Note
+// [Compile pipeline] in docs/compile_pipeline.md.
 #include "graphs/compile.h"
 
 #include <iostream>
@@ -5,23 +8,31 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/op_node.h"
-#include "graphs/compiled_backward.h"
-#include "graphs/cudagraph_executor.h"
-#include "graphs/cudagraph_step.h"
-#include "graphs/elementwise_fusion.h"
-#include "graphs/functional_ops.h"
-#include "graphs/fusion.h"
-#include "graphs/staging.h"
-#include "graphs/guards.h"
-#include "graphs/interpreter.h"
+#include "graphs/capture/functional_ops.h"
+#include "graphs/capture/guards.h"
+#include "graphs/cudagraphs/cudagraph_executor.h"
 #include "graphs/logs.h"
-#include "graphs/reinplace.h"
-#include "graphs/schedule.h"
+#include "graphs/passes/input_writes.h"
+#include "graphs/passes/optimize.h"
+#include "graphs/passes/stage_cpu_scalars.h"
+#include "graphs/runtime/compiled_backward.h"
+#include "graphs/runtime/cudagraph_step.h"
+#include "graphs/runtime/interpreter.h"
 #include "ops/copy.h"
 #include "ops/dispatch.h"
 #include "ops/view.h"
 
 namespace tg::graphs {
+
+// Which executors run the graphs.
+enum class Backend { Eager, AotEager, CudaGraphs };
+
+static Backend parse_backend(const std::string& name) {
+  if (name == "eager") return Backend::Eager;
+  if (name == "aot_eager") return Backend::AotEager;
+  if (name == "cudagraphs") return Backend::CudaGraphs;
+  TG_FAIL("[compile] unknown backend '", name, "'; expected 'eager', 'aot_eager' or 'cudagraphs'");
+}
 
 // One specialization of a compiled function: its guards and either graphs or an eager fallback.
 struct CompiledEntry {
@@ -40,6 +51,7 @@ struct CompiledEntry {
 struct CompiledFunction::State {
   GraphFn fn;
   CompileOptions options;
+  Backend backend = Backend::AotEager;  // options.backend, parsed once
   PartitionerKind partitioner = PartitionerKind::Default;
   std::vector<std::shared_ptr<CompiledEntry>> entries;
   CompileCounters counters;
@@ -53,15 +65,11 @@ const Tensor& primal(const PrimalRef& p, const TensorList& args, const TensorLis
   return p.kind == InputKind::Argument ? args[static_cast<size_t>(p.index)] : captured[static_cast<size_t>(p.index)];
 }
 
-void add_counts(std::map<std::string, int>& into, const std::map<std::string, int>& counts) {
-  for (const auto& [name, n] : counts) into[name] += n;
-}
-
 void record_fallback(CompileCounters& local, const std::string& reason) {
-  ++local.eager_fallbacks;
-  local.fallback_reasons.push_back(reason);
-  ++global_counters().eager_fallbacks;
-  global_counters().fallback_reasons.push_back(reason);
+  update_counters(&local, [&](CompileCounters& c) {
+    ++c.eager_fallbacks;
+    c.fallback_reasons.push_back(reason);
+  });
 }
 
 // The CUDA device a graph computes on, if any.
@@ -71,103 +79,83 @@ std::optional<Device> cuda_device_of(const Graph& g) {
   return std::nullopt;
 }
 
-// Interpreters for aot_eager; CUDA graph executors for cudagraphs (interpreters where no CUDA work
-// is). Writes into inputs run in place where unobservable (reinplace); for cudagraphs, remaining
-// writes into inputs with fixed addresses are written back inside the graph.
-void make_executors(CompiledFunction::State& s, CompiledEntry& entry, const TensorList& args) {
-  const JointGraph& joint = entry.joint;
-  if (s.options.fuse_epilogues) {
-    Partition& p = entry.partition;
-    const int relu = fuse_linear_relu(p.forward) + fuse_linear_relu(p.backward);
-    const int gelu = fuse_linear_gelu_tanh(p.forward) + fuse_linear_gelu_tanh(p.backward);
-    const int relu_bias = fuse_relu_backward_bias_grad(p.backward);
-    const bool grads = s.options.fuse_gradient_epilogues;
-    const int relu_mm = grads ? fuse_relu_mask_gradients(p, joint.num_user_outputs + joint.mutated.size()) : 0;
-    const int gelu_mm = grads ? fuse_gelu_tanh_gradients(p.backward) : 0;
-    const int weight_bias = grads ? fuse_weight_bias_grads(p.backward) : 0;
-    if (relu + gelu + relu_bias + relu_mm + gelu_mm + weight_bias > 0)
-      log_line("fusion", std::to_string(relu) + " linear + relu pair(s) fused into linear_relu, " + std::to_string(gelu) +
-                             " linear + tanh gelu into linear_gelu_tanh, " + std::to_string(relu_bias) +
-                             " relu gradient + bias gradient into relu_backward_bias_grad, then " + std::to_string(relu_mm) +
-                             " of those and " + std::to_string(gelu_mm) + " tanh gelu gradient(s) into the product before them (" +
-                             std::to_string(relu_mm) + " ReLU mask(s) saved), " + std::to_string(weight_bias) +
-                             " weight + bias gradient pair(s) into linear_weight_bias_grad");
-  }
-  if (s.options.fuse_elementwise) {
-    const int forward = fuse_elementwise_chains(entry.partition.forward);
-    const int backward = fuse_elementwise_chains(entry.partition.backward);
-    if (forward + backward > 0)
-      log_line("fusion", std::to_string(forward) + " forward and " + std::to_string(backward) +
-                             " backward group(s) of elementwise ops fused into fused_elementwise");
-  }
-  schedule_collectives_early(entry.partition.forward);
-  schedule_collectives_early(entry.partition.backward);
-  entry.forward_graph = entry.partition.forward;
-  Graph& fw = entry.forward_graph;
-  const Graph& bw = entry.partition.backward;
-  const size_t n_out = joint.num_user_outputs;
-  std::optional<Device> device = cuda_device_of(fw);
-  if (!device) device = cuda_device_of(bw);
-  const bool cudagraphs = s.options.backend == "cudagraphs" && device.has_value();
+// How an entry's graphs run: the device of their CUDA work, whether CUDA graphs record them, and
+// which forward inputs the executor reads from the caller's memory (CUDA graphs copy the others
+// into buffers of their own, so writes into those must reach the caller through the epilogue).
+struct ExecutionPlan {
+  std::optional<Device> device;
+  bool cudagraphs = false;
+  std::vector<bool> read_in_place;  // per forward graph input
+};
 
-  // Which inputs the executor reads in place. CUDA graphs copy the others into their own buffers,
-  // so a write into those must still reach the caller through the epilogue.
-  std::vector<bool> fw_static;
-  for (const GraphInput& in : fw.inputs) {
+ExecutionPlan plan_execution(const CompiledFunction::State& s, const Partition& p, const TensorList& args) {
+  ExecutionPlan plan;
+  plan.device = cuda_device_of(p.forward);
+  if (!plan.device) plan.device = cuda_device_of(p.backward);
+  plan.cudagraphs = s.backend == Backend::CudaGraphs && plan.device.has_value();
+  if (s.backend == Backend::CudaGraphs && !plan.cudagraphs)
+    log_line("cudagraphs", "no CUDA tensors in the graph: running it with the interpreter");
+  for (const GraphInput& in : p.forward.inputs) {
     const bool arg_static = in.kind == InputKind::Argument &&
                             (is_static_address(args[static_cast<size_t>(in.index)]) ||
                              args[static_cast<size_t>(in.index)].impl()->storage()->is_borrowed());
-    fw_static.push_back(!cudagraphs || in.kind == InputKind::Lifted || arg_static);
+    plan.read_in_place.push_back(!plan.cudagraphs || in.kind == InputKind::Lifted || arg_static);
   }
-  std::vector<ValueId> written, finals;
-  for (size_t m = 0; m < joint.mutated.size(); ++m) {
-    ValueId v = -1;
-    for (size_t i = 0; i < fw.inputs.size(); ++i)
-      if (fw.inputs[i].kind == joint.mutated[m].kind && fw.inputs[i].index == joint.mutated[m].index && fw_static[i])
-        v = fw.inputs[i].value;
-    written.push_back(v);
-    finals.push_back(fw.outputs[n_out + m]);
-  }
-  entry.written_in_graph = reinplace(fw, written, finals);
+  return plan;
+}
 
-  if (!cudagraphs) {
-    if (s.options.backend == "cudagraphs") log_line("cudagraphs", "no CUDA tensors in the graph: running it with the interpreter");
+// Builds the executors only: interpreters for aot_eager (and where no CUDA work is), CUDA graph
+// executors for cudagraphs.
+void make_executors(CompiledFunction::State& s, CompiledEntry& entry, ExecutionPlan plan) {
+  const Graph& fw = entry.forward_graph;
+  const Graph& bw = entry.partition.backward;
+  if (!plan.cudagraphs) {
     entry.forward = std::make_unique<Interpreter>(fw);
     entry.backward = std::make_unique<Interpreter>(bw);
     return;
   }
   entry.cudagraphs = true;
-  auto recorder = cuda_graph_recorder(*device);
+  auto recorder = cuda_graph_recorder(*plan.device);
   std::vector<bool> bw_static;
   for (const GraphInput& in : bw.inputs) bw_static.push_back(in.kind == InputKind::Saved);
-  // Inputs with fixed addresses receive their remaining writes inside the graph (an optimizer
-  // step's parameter updates are then part of its CUDA graph); others get the epilogue copy.
-  for (size_t m = 0; m < joint.mutated.size(); ++m) {
-    if (entry.written_in_graph[m]) continue;
-    for (size_t i = 0; i < fw.inputs.size(); ++i) {
-      const GraphInput& in = fw.inputs[i];
-      if (in.kind != joint.mutated[m].kind || in.index != joint.mutated[m].index || !fw_static[i]) continue;
-      const ValueId done = fw.add_value(fw.values[static_cast<size_t>(in.value)].meta, "written_back");
-      fw.add_node(std::make_shared<const WriteBackOp>(), {in.value, finals[m]}, {done}, Phase::Forward, -1);
-      entry.written_in_graph[m] = true;
-    }
-  }
   const CompileOptions& o = s.options;
-  entry.forward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(fw), std::move(fw_static), recorder, &s.counters,
-                                                      "forward", /*starts_step=*/true, o.cudagraph_max_recordings,
-                                                      DeviceType::CUDA, o.overlap_branches);
+  entry.forward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(fw), std::move(plan.read_in_place), recorder,
+                                                      &s.counters, "forward", /*starts_step=*/true,
+                                                      o.cudagraph_max_recordings, DeviceType::CUDA, o.overlap_branches);
   entry.backward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(bw), std::move(bw_static), recorder,
                                                        &s.counters, "backward", /*starts_step=*/false,
                                                        o.cudagraph_max_recordings, DeviceType::CUDA, o.overlap_branches);
 }
 
+// Counts a finished compilation and prints what TG_LOGS asks for.
+void report_compilation(CompiledFunction::State& s, const CompiledEntry& entry) {
+  update_counters(&s.counters, [&](CompileCounters& c) {
+    ++c.compilations;
+    c.forward_ops = entry.forward_graph.op_counts();
+    c.backward_ops = entry.partition.backward.op_counts();
+    c.saved_bytes = entry.partition.saved_bytes;
+    c.recomputed_nodes = entry.partition.recomputed_nodes;
+  });
+  if (log_enabled("graphs")) {
+    log_line("graphs", "joint graph:\n" + entry.joint.graph.to_text());
+    log_line("graphs", "forward graph:\n" + entry.forward_graph.to_text());
+    log_line("graphs", "backward graph:\n" + entry.partition.backward.to_text());
+  }
+  std::ostringstream os;
+  os << s.options.partitioner << " partition: " << entry.partition.saved.size() << " saved values, "
+     << entry.partition.saved_bytes << " bytes of activations, " << entry.partition.recomputed_nodes
+     << " forward nodes recomputed in backward";
+  log_line("partition", os.str());
+}
+
+// Traces a function for one call signature and builds what runs it. See Note [Compile pipeline].
 std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const CallArgs& call) {
   const TensorList& args = call.tensors;
   auto entry = std::make_shared<CompiledEntry>();
   entry->guards = Guards::capture(args, call.names, call.host);
   const bool grad_before = is_grad_enabled();
   try {
-    entry->joint = trace_joint(s.fn, args);
+    entry->joint = trace_joint(s.fn, args);  // forward and backward, on fake tensors
   } catch (const Error& e) {
     const bool data_dependent = dynamic_cast<const DataDependentError*>(&e) != nullptr;
     if (!data_dependent && !dynamic_cast<const TraceFallback*>(&e)) throw;
@@ -186,30 +174,15 @@ std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const Cal
   entry->joint.host_guards.clear();
   // From here on captured tensors are held weakly, by the guards: a rebinding is seen, not hidden.
   entry->joint.lifted.clear();
-  entry->partition = partition(entry->joint, s.partitioner);
-  make_executors(s, *entry, args);
 
-  CompileCounters& c = s.counters;
-  ++c.compilations;
-  ++global_counters().compilations;
-  c.forward_ops = entry->forward_graph.op_counts();
-  c.backward_ops = entry->partition.backward.op_counts();
-  c.saved_bytes = entry->partition.saved_bytes;
-  c.recomputed_nodes = entry->partition.recomputed_nodes;
-  add_counts(global_counters().forward_ops, c.forward_ops);
-  add_counts(global_counters().backward_ops, c.backward_ops);
-  global_counters().saved_bytes = c.saved_bytes;
-  global_counters().recomputed_nodes = c.recomputed_nodes;
-  if (log_enabled("graphs")) {
-    log_line("graphs", "joint graph:\n" + entry->joint.graph.to_text());
-    log_line("graphs", "forward graph:\n" + entry->forward_graph.to_text());
-    log_line("graphs", "backward graph:\n" + entry->partition.backward.to_text());
-  }
-  std::ostringstream os;
-  os << s.options.partitioner << " partition: " << entry->partition.saved.size() << " saved values, "
-     << entry->partition.saved_bytes << " bytes of activations, " << entry->partition.recomputed_nodes
-     << " forward nodes recomputed in backward";
-  log_line("partition", os.str());
+  entry->partition = partition(entry->joint, s.partitioner);  // forward and backward graphs
+  optimize(entry->partition, entry->joint, s.options);        // fusions, then scheduling
+  ExecutionPlan plan = plan_execution(s, entry->partition, args);
+  entry->forward_graph = entry->partition.forward;
+  entry->written_in_graph =
+      lower_input_writes(entry->forward_graph, entry->joint, plan.read_in_place, /*write_back=*/plan.cudagraphs);
+  make_executors(s, *entry, std::move(plan));
+  report_compilation(s, *entry);
   return entry;
 }
 
@@ -317,9 +290,7 @@ TensorList run_entry(const std::shared_ptr<CompiledEntry>& entry, const TensorLi
 CompiledFunction::CompiledFunction(GraphFn fn, CompileOptions options) : state_(std::make_shared<State>()) {
   state_->fn = std::move(fn);
   state_->options = std::move(options);
-  const std::string& backend = state_->options.backend;
-  TG_CHECK(backend == "eager" || backend == "aot_eager" || backend == "cudagraphs", "[compile] unknown backend '",
-           backend, "'; expected 'eager', 'aot_eager' or 'cudagraphs'");
+  state_->backend = parse_backend(state_->options.backend);
   state_->partitioner = parse_partitioner(state_->options.partitioner);
   TG_CHECK(state_->options.cache_limit >= 1, "[compile] cache_limit must be at least 1, got ",
            state_->options.cache_limit);
@@ -332,7 +303,7 @@ TensorList CompiledFunction::call(const TensorList& args) {
 TensorList CompiledFunction::call(const CallArgs& call) {
   State& s = *state_;
   const TensorList& args = call.tensors;
-  if (s.options.backend == "eager") return s.fn(args);
+  if (s.backend == Backend::Eager) return s.fn(args);
   std::shared_ptr<CompiledEntry> entry;
   std::optional<std::string> reason;
   for (auto it = s.entries.begin(); it != s.entries.end();) {
@@ -360,18 +331,17 @@ TensorList CompiledFunction::call(const CallArgs& call) {
       return s.fn(args);
     }
     if (reason) {
-      ++s.counters.recompiles;
-      s.counters.recompile_reasons.push_back(*reason);
-      ++global_counters().recompiles;
-      global_counters().recompile_reasons.push_back(*reason);
+      update_counters(&s.counters, [&](CompileCounters& c) {
+        ++c.recompiles;
+        c.recompile_reasons.push_back(*reason);
+      });
       log_line("recompiles", "recompiling: " + *reason);
     }
     entry = build_entry(s, call);
     s.entries.push_back(entry);
   }
   if (entry->eager) return s.fn(args);
-  ++s.counters.compiled_calls;
-  ++global_counters().compiled_calls;
+  update_counters(&s.counters, [](CompileCounters& c) { ++c.compiled_calls; });
   TensorList outputs = run_entry(entry, args);
   set_grad_enabled(entry->joint.grad_enabled_after);
   return outputs;

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "graphs/counters.h"
-#include "graphs/guards.h"
-#include "graphs/joint.h"
-#include "graphs/partition.h"
+#include "graphs/capture/guards.h"
+#include "graphs/capture/joint.h"
+#include "graphs/partition/partition.h"
 
 namespace tg {
 
@@ -31,7 +31,7 @@ struct CompileOptions {
   // epilogue kernels made the mlp_small and mlp_wide steps slower than the separate kernels.
   bool fuse_gradient_epilogues = false;
   // cudagraphs: record weight- and bias-gradient products and reductions on a second stream, a branch
-  // of the CUDA graph that runs beside the input gradients (graphs/branches.h).
+  // of the CUDA graph that runs beside the input gradients (graphs/cudagraphs/branch_streams.h).
   bool overlap_branches = true;
   std::vector<std::string> input_names; // names used in recompile reasons (default: "input N")
 };

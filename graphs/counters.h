@@ -1,4 +1,4 @@
-// Counters compile() keeps, readable from C++ (per compiled function and summed over all of them).
+// Counters compile() keeps, readable from C++: per compiled function, and for the whole process.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,9 @@
 
 namespace tg::graphs {
 
-// What happened to one compiled function (or to all of them, in global_counters()).
+// What happened to one compiled function (or to all of them, in global_counters()). Counts are
+// sums; the fields marked "latest" describe the most recent compilation (of the function, or of
+// the process). Both kinds change only through update_counters, so they mean the same in both.
 struct CompileCounters {
   int compilations = 0;                      // graphs traced and partitioned
   int recompiles = 0;                        // compilations caused by a guard failure
@@ -35,8 +37,14 @@ struct CompileCounters {
   std::map<std::string, int> cudagraph_skips;  // reason -> eager nodes (or segment runs) for that reason
 };
 
-// Counters summed over every compiled function of the process.
+// The process's counters: sums over every compiled function, "latest" fields of the last compilation.
 CompileCounters& global_counters();
+// Applies `update` to a compiled function's counters (when given) and to the process's alike.
+template <typename Update>
+void update_counters(CompileCounters* local, Update&& update) {
+  if (local) update(*local);
+  update(global_counters());
+}
 // Resets global_counters() (tests call this first, like torch._dynamo.utils.counters.clear()).
 void reset_global_counters();
 

@@ -52,10 +52,10 @@ class LinearOp final : public Op {
  public:
   LinearOp(bool has_bias, LinearActivation act) : has_bias_(has_bias), act_(act) {}
   const OpSchema& schema() const override {
-    static const OpSchema plain{.name = "linear"};
-    static const OpSchema relu{.name = "linear_relu"};
-    static const OpSchema relu_mask{.name = "linear_relu_mask"};
-    static const OpSchema gelu{.name = "linear_gelu_tanh"};
+    static const OpSchema plain{.name = "linear", .flags = kComputeIntensive};
+    static const OpSchema relu{.name = "linear_relu", .flags = kComputeIntensive};
+    static const OpSchema relu_mask{.name = "linear_relu_mask", .flags = kComputeIntensive};
+    static const OpSchema gelu{.name = "linear_gelu_tanh", .flags = kComputeIntensive};
     switch (act_) {
       case LinearActivation::None: return plain;
       case LinearActivation::Relu: return relu;

@@ -37,8 +37,8 @@ class MmActivationGradOp final : public Op {
  public:
   explicit MmActivationGradOp(bool gelu) : gelu_(gelu) {}
   const OpSchema& schema() const override {
-    static const OpSchema relu{.name = "mm_relu_backward_bias_grad"};
-    static const OpSchema gelu{.name = "mm_gelu_tanh_backward_bias_grad"};
+    static const OpSchema relu{.name = "mm_relu_backward_bias_grad", .flags = kComputeIntensive};
+    static const OpSchema gelu{.name = "mm_gelu_tanh_backward_bias_grad", .flags = kComputeIntensive};
     return gelu_ ? gelu : relu;
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
@@ -112,7 +112,7 @@ class MmActivationGradOp final : public Op {
 class LinearWeightBiasGradOp final : public Op {
  public:
   const OpSchema& schema() const override {
-    static const OpSchema s{.name = "linear_weight_bias_grad"};
+    static const OpSchema s{.name = "linear_weight_bias_grad", .flags = kComputeIntensive};
     return s;
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {

@@ -25,7 +25,7 @@ Tensor scaled(const Tensor& x, const Scalar& s) { return s.to_double() == 1.0 ? 
 class MmOp final : public Op {
  public:
   const OpSchema& schema() const override {
-    static const OpSchema s{.name = "mm"};
+    static const OpSchema s{.name = "mm", .flags = kComputeIntensive};
     return s;
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
@@ -46,7 +46,7 @@ class MmOp final : public Op {
 class BmmOp final : public Op {
  public:
   const OpSchema& schema() const override {
-    static const OpSchema s{.name = "bmm"};
+    static const OpSchema s{.name = "bmm", .flags = kComputeIntensive};
     return s;
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
@@ -93,7 +93,7 @@ class AddmmOp final : public Op {
  public:
   AddmmOp(Scalar beta, Scalar alpha) : beta_(beta), alpha_(alpha) {}
   const OpSchema& schema() const override {
-    static const OpSchema s{.name = "addmm"};
+    static const OpSchema s{.name = "addmm", .flags = kComputeIntensive};
     return s;
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {

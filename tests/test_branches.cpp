@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "graphs/branches.h"
+#include "graphs/cudagraphs/branch_streams.h"
 #include "graphs/testing/parity.h"
 #include "support/test_support.h"
 

@@ -6,8 +6,8 @@
 
 #include "autograd/op_node.h"
 #include "graphs/compile.h"
-#include "graphs/compiled_backward.h"
-#include "graphs/interpreter.h"
+#include "graphs/runtime/compiled_backward.h"
+#include "graphs/runtime/interpreter.h"
 #include "graphs/testing/parity.h"
 #include "support/test_support.h"
 #include "tensor/tensor_impl.h"

@@ -4,10 +4,10 @@
 #include <gtest/gtest.h>
 
 #include "graphs/compile.h"
-#include "graphs/cudagraph_executor.h"
-#include "graphs/cudagraph_step.h"
-#include "graphs/fake.h"
-#include "graphs/staging.h"
+#include "graphs/cudagraphs/cudagraph_executor.h"
+#include "graphs/runtime/cudagraph_step.h"
+#include "graphs/capture/fake.h"
+#include "graphs/passes/stage_cpu_scalars.h"
 #include "support/test_support.h"
 
 namespace tg::graphs {

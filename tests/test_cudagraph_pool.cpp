@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "graphs/compile.h"
-#include "graphs/cudagraph_step.h"
-#include "graphs/graph_recorder.h"
+#include "graphs/runtime/cudagraph_step.h"
+#include "graphs/cudagraphs/graph_recorder.h"
 #include "support/test_support.h"
 #include "tensor/cuda_memory.h"
 #include "tensor/cuda_runtime.h"

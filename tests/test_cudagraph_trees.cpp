@@ -9,7 +9,7 @@
 #include "nn/nn.h"
 #include "ops/dropout.h"
 #include "optim/optim.h"
-#include "graphs/cudagraph_step.h"
+#include "graphs/runtime/cudagraph_step.h"
 #include "support/test_support.h"
 #include "tensor/cuda_memory.h"
 #include "tensor/cuda_runtime.h"

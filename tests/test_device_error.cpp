@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "graphs/compile.h"
-#include "graphs/graph_recorder.h"
+#include "graphs/cudagraphs/graph_recorder.h"
 #include "support/test_support.h"
 #include "tensor/cuda_runtime.h"
 #include "tapegraph.h"

@@ -10,9 +10,9 @@
 #include <string>
 
 #include "graphs/compile.h"
-#include "graphs/elementwise_fusion.h"
-#include "graphs/fake.h"
-#include "graphs/functional_ops.h"
+#include "graphs/passes/elementwise_fusion.h"
+#include "graphs/capture/fake.h"
+#include "graphs/capture/functional_ops.h"
 #include "graphs/testing/parity.h"
 #include "ops/dispatch.h"
 #include "ops/fused_elementwise.h"

@@ -9,10 +9,10 @@
 #include <cmath>
 #include <cstring>
 
-#include "graphs/fake.h"
-#include "graphs/fusion.h"
-#include "graphs/joint.h"
-#include "graphs/partition.h"
+#include "graphs/capture/fake.h"
+#include "graphs/passes/epilogue_fusion.h"
+#include "graphs/capture/joint.h"
+#include "graphs/partition/partition.h"
 #include "graphs/testing/parity.h"
 #include "ops/bias_grad.h"
 #include "ops/elementwise.h"

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <functional>
 
-#include "graphs/graph_recorder.h"
+#include "graphs/cudagraphs/graph_recorder.h"
 #include "graphs/testing/parity.h"
 #include "ops/optim_step.h"
 #include "optim/optim.h"

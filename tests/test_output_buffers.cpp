@@ -2,8 +2,8 @@
 // tensors a replay overwrites (device-independent, so it runs on the CPU).
 #include <gtest/gtest.h>
 
-#include "graphs/memory_range.h"
-#include "graphs/output_buffers.h"
+#include "graphs/cudagraphs/memory_range.h"
+#include "graphs/cudagraphs/output_buffers.h"
 #include "support/test_support.h"
 
 namespace tg::graphs {

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "graphs/joint.h"
+#include "graphs/capture/joint.h"
 #include "graphs/testing/parity.h"
 #include "support/test_support.h"
 #include "support/values.h"

@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "bench/workloads.h"
-#include "graphs/graph_recorder.h"
+#include "graphs/cudagraphs/graph_recorder.h"
 #include "support/test_support.h"
 #include "tapegraph.h"
 #include "tensor/cuda_memory.h"

@@ -1,0 +1,407 @@
+#include "graphs/cudagraphs/cudagraph_executor.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "autograd/grad_mode.h"
+#include "graphs/cudagraphs/branch_streams.h"
+#include "graphs/runtime/cudagraph_step.h"
+#include "graphs/logs.h"
+#include "ops/copy.h"
+#include "ops/dispatch.h"
+#include "ops/factory.h"
+
+namespace tg::graphs {
+
+// Where one segment output of an instance lives: in one of the instance's output buffers, or in a
+// tensor the instance does not own (a static input passed through).
+struct CudaGraphExecutor::OutputSlot {
+  int buffer = -1;     // index into Instance::buffers, or -1
+  Tensor passthrough;  // the tensor itself when buffer is -1
+  Shape sizes, strides;
+  int64_t offset = 0;
+  DType dtype = kFloat32;
+};
+
+// One recording of a segment: its graph, the buffers it reads and the memory it writes.
+struct CudaGraphExecutor::Instance {
+  std::unique_ptr<RecordedGraph> graph;
+  TensorList input_buffers;                   // per segment input: the static tensor, or a copy buffer
+  std::vector<const void*> static_addresses;  // per segment input: recorded address (nullptr: copied)
+  std::vector<OutputSlot> outputs;            // per segment output
+  std::vector<std::shared_ptr<OutputBuffer>> buffers;  // the memory of the outputs
+  std::vector<std::shared_ptr<void>> recorded_memory;  // the recording's own output storages, until the first replay
+  std::vector<MemoryRange> scratch;           // pool memory the replay writes besides its buffers
+};
+
+// Per captured segment: how often it ran and its recorded instances.
+struct CudaGraphExecutor::SegmentState {
+  int calls = 0;
+  bool gave_up = false;
+  std::vector<std::unique_ptr<Instance>> instances;
+};
+
+namespace {
+
+// Where a static input's first element is (views of one buffer at other offsets are other addresses).
+const void* address_of(const Tensor& t) {
+  return t.defined() && !t.impl()->storage()->is_fake() ? t.impl()->data() : nullptr;
+}
+
+}  // namespace
+
+CudaGraphExecutor::CudaGraphExecutor(Graph graph, std::vector<bool> static_inputs,
+                                     std::shared_ptr<GraphRecorder> recorder, CompileCounters* counters,
+                                     std::string label, bool starts_step, int max_instances,
+                                     DeviceType capture_on, bool overlap_branches)
+    : graph_(std::move(graph)),
+      recorder_(std::move(recorder)),
+      counters_(counters),
+      label_(std::move(label)),
+      starts_step_(starts_step),
+      max_instances_(max_instances),
+      plan_(plan_segments(graph_, capture_on)),
+      interpreter_(graph_) {
+  static_values_.assign(graph_.values.size(), false);
+  for (size_t i = 0; i < graph_.inputs.size(); ++i)
+    if (i < static_inputs.size() && static_inputs[i]) static_values_[static_cast<size_t>(graph_.inputs[i].value)] = true;
+  for (const auto& [id, t] : graph_.constants) static_values_[static_cast<size_t>(id)] = true;
+  for (const Segment& seg : plan_.segments)
+    if (seg.captured)
+      for (ValueId v : seg.outputs) static_values_[static_cast<size_t>(v)] = true;
+  if (overlap_branches)
+    for (Segment& seg : plan_.segments)
+      if (seg.captured) seg.on_branch = plan_branch_nodes(graph_, seg.nodes);
+
+  // Values to drop after each segment: those whose last reader is in it (graph outputs are kept).
+  std::vector<int> last_segment(graph_.values.size(), -1);
+  for (size_t s = 0; s < plan_.segments.size(); ++s)
+    for (int32_t n : plan_.segments[s].nodes)
+      for (ValueId v : graph_.nodes[static_cast<size_t>(n)].inputs)
+        if (v >= 0) last_segment[static_cast<size_t>(v)] = static_cast<int>(s);
+  std::set<ValueId> keep(graph_.outputs.begin(), graph_.outputs.end());
+  for (const auto& [id, t] : graph_.constants) keep.insert(id);
+  release_after_segment_.resize(plan_.segments.size());
+  for (size_t v = 0; v < last_segment.size(); ++v)
+    if (last_segment[v] >= 0 && !keep.count(static_cast<ValueId>(v)))
+      release_after_segment_[static_cast<size_t>(last_segment[v])].push_back(static_cast<ValueId>(v));
+
+  // Inputs a segment may consume: static, last read in it, and read by no view there (a view may
+  // live on after the segment).
+  consumable_.resize(plan_.segments.size());
+  for (size_t s = 0; s < plan_.segments.size(); ++s) {
+    const Segment& seg = plan_.segments[s];
+    std::set<ValueId> viewed;
+    for (int32_t n : seg.nodes) {
+      const GraphNode& node = graph_.nodes[static_cast<size_t>(n)];
+      if (node.op->has(kView)) viewed.insert(node.inputs.begin(), node.inputs.end());
+    }
+    const std::set<ValueId> dying(release_after_segment_[s].begin(), release_after_segment_[s].end());
+    for (ValueId v : seg.inputs) consumable_[s].push_back(is_static(v) && dying.count(v) && !viewed.count(v));
+  }
+
+  for (size_t s = 0; s < plan_.segments.size(); ++s) states_.push_back(std::make_unique<SegmentState>());
+  count(&CompileCounters::captured_nodes, plan_.captured_nodes);
+  count(&CompileCounters::eager_nodes, plan_.eager_nodes);
+  for (const Segment& seg : plan_.segments)
+    count(&CompileCounters::branch_nodes, static_cast<int>(std::count(seg.on_branch.begin(), seg.on_branch.end(), true)));
+  for (const Segment& seg : plan_.segments) {
+    count(seg.captured ? &CompileCounters::captured_segments : &CompileCounters::eager_segments);
+    if (seg.captured) continue;
+    count_skip(seg.reason, static_cast<int>(seg.nodes.size()));
+    std::ostringstream os;
+    os << label_ << " graph: " << seg.nodes.size() << " node(s) run eagerly between CUDA graphs due to " << seg.reason;
+    log_line("cudagraphs", os.str());
+  }
+}
+
+CudaGraphExecutor::~CudaGraphExecutor() = default;
+
+void CudaGraphExecutor::count_skip(const std::string& reason, int n) {
+  update_counters(counters_, [&](CompileCounters& c) { c.cudagraph_skips[reason] += n; });
+}
+
+bool CudaGraphExecutor::is_static(ValueId v) const { return static_values_[static_cast<size_t>(v)]; }
+
+TensorList CudaGraphExecutor::run(TensorList inputs) {
+  TG_CHECK(inputs.size() == graph_.inputs.size(), "[cudagraphs] graph expects ", graph_.inputs.size(),
+           " inputs, got ", inputs.size());
+  if (starts_step_) begin_forward_call();
+  NoGradGuard no_grad;
+  std::vector<Tensor> env(graph_.values.size());
+  for (const auto& [id, t] : graph_.constants) env[static_cast<size_t>(id)] = t;
+  for (size_t i = 0; i < inputs.size(); ++i) env[static_cast<size_t>(graph_.inputs[i].value)] = std::move(inputs[i]);
+  for (size_t s = 0; s < plan_.segments.size(); ++s) {
+    const Segment& seg = plan_.segments[s];
+    if (seg.captured) {
+      run_captured(s, env);
+    } else {
+      interpreter_.run_nodes(env, static_cast<size_t>(seg.nodes.front()), static_cast<size_t>(seg.nodes.back()) + 1);
+    }
+    for (ValueId v : release_after_segment_[s]) env[static_cast<size_t>(v)] = Tensor();
+  }
+  TensorList result;
+  result.reserve(graph_.outputs.size());
+  for (ValueId v : graph_.outputs) result.push_back(v >= 0 ? env[static_cast<size_t>(v)] : Tensor());
+  return result;
+}
+
+void CudaGraphExecutor::run_captured(size_t s, std::vector<Tensor>& env) {
+  const Segment& seg = plan_.segments[s];
+  SegmentState& state = *states_[s];
+  const size_t first = static_cast<size_t>(seg.nodes.front());
+  const size_t last = static_cast<size_t>(seg.nodes.back()) + 1;
+  if (++state.calls == 1 || state.gave_up) {
+    if (state.calls == 1) {
+      // Warm-up, inside the pool (lazy initialisation such as library handles happens outside any capture).
+      count(&CompileCounters::warmups);
+      recorder_->warm_up([&] { interpreter_.run_nodes(env, first, last); });
+    } else {
+      interpreter_.run_nodes(env, first, last);
+    }
+    return;
+  }
+  std::optional<std::vector<std::shared_ptr<void>>> memory;
+  BufferList overwritten;
+  const std::vector<bool> consumed = consumed_inputs(s, env);
+  std::set<const StorageImpl*> consumed_storages;
+  for (size_t i = 0; i < seg.inputs.size(); ++i)
+    if (consumed[i]) consumed_storages.insert(env[static_cast<size_t>(seg.inputs[i])].impl()->storage().get());
+  Instance* inst = find_instance(state, seg, env, consumed_storages, overwritten);
+  if (inst) {
+    // Inputs are copied in before the replay's memory is taken: an input may be an earlier step's
+    // output that this replay overwrites.
+    for (size_t i = 0; i < seg.inputs.size(); ++i) {
+      if (inst->static_addresses[i]) continue;
+      const Tensor& t = env[static_cast<size_t>(seg.inputs[i])];
+      if (t.defined() && !t.is_same(inst->input_buffers[i])) inst->input_buffers[i].copy_(t);
+    }
+    std::vector<const void*> consumed_blocks;
+    for (const StorageImpl* st : consumed_storages) consumed_blocks.push_back(st->data());
+    memory = take_memory(*inst, overwritten, consumed_blocks);
+    if (!memory)
+      log_line("cudagraphs", label_ + " graph: segment " + std::to_string(s) +
+                                 ": a tensor outside the graphs' outputs holds memory this replay writes");
+  }
+  if (!memory) {
+    if (static_cast<int>(state.instances.size()) >= max_instances_) {
+      state.gave_up = true;
+      const std::string reason = "static input addresses changed or live outputs, " +
+                                 std::to_string(max_instances_) + " recordings (re-record limit)";
+      count_skip(reason, static_cast<int>(seg.nodes.size()));
+      log_line("cudagraphs", label_ + " graph: segment " + std::to_string(s) + " runs eagerly from now on: " + reason);
+      interpreter_.run_nodes(env, first, last);
+      return;
+    }
+    if (!state.instances.empty()) count(&CompileCounters::rerecords);
+    inst = record(state, seg, env, consumed);
+    // A fresh recording overlaps no live buffer: its capture allocated around them.
+    memory = take_memory(*inst, {});
+    TG_CHECK(memory.has_value(), "[cudagraphs] internal error: a fresh recording's memory is in use");
+  }
+  replay(*inst, *memory, seg, env);
+}
+
+CudaGraphExecutor::Instance* CudaGraphExecutor::find_instance(SegmentState& state, const Segment& seg,
+                                                              const std::vector<Tensor>& env,
+                                                              const std::set<const StorageImpl*>& consumed,
+                                                              BufferList& overwritten) {
+  for (auto& inst : state.instances) {
+    bool match = true;
+    for (size_t i = 0; i < seg.inputs.size() && match; ++i) {
+      const Tensor& t = env[static_cast<size_t>(seg.inputs[i])];
+      if (inst->static_addresses[i]) match = address_of(t) == inst->static_addresses[i];
+    }
+    if (!match) continue;
+    if (auto victims = overwritable(*inst, consumed)) {
+      overwritten = std::move(*victims);
+      return inst.get();
+    }
+  }
+  return nullptr;
+}
+
+std::optional<CudaGraphExecutor::BufferList> CudaGraphExecutor::overwritable(
+    const Instance& inst, const std::set<const StorageImpl*>& consumed) const {
+  const uint64_t step = current_step();
+  for (const auto& b : inst.buffers)
+    if (b->needed_in(step)) return std::nullopt;
+  BufferList others = OutputBufferIndex::global().overlapping(inst.graph->written(), inst.buffers);
+  for (const auto& b : others)
+    if (b->needed_in(step) && !b->held_only_by(consumed)) return std::nullopt;
+  return others;
+}
+
+std::vector<bool> CudaGraphExecutor::consumed_inputs(size_t s, const std::vector<Tensor>& env) const {
+  const Segment& seg = plan_.segments[s];
+  std::vector<bool> consumed(seg.inputs.size(), false);
+  if (!recorder_->replays_by_address()) return consumed;
+  for (size_t i = 0; i < seg.inputs.size(); ++i) {
+    const Tensor& t = env[static_cast<size_t>(seg.inputs[i])];
+    if (!consumable_[s][i] || !t.defined()) continue;
+    // An empty tensor has no memory to give back (and no address to replay by).
+    if (t.numel() == 0 || t.impl()->storage()->is_fake() || t.impl()->view_base()) continue;
+    // Held by this run alone: one handle, over a storage no other tensor shares.
+    consumed[i] = t.impl_ptr().use_count() == 1 && t.impl()->storage().use_count() == 1;
+  }
+  // Two inputs over one tensor are not consumed by either.
+  for (size_t i = 0; i < seg.inputs.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (consumed[i] && consumed[j] && env[static_cast<size_t>(seg.inputs[i])].is_same(env[static_cast<size_t>(seg.inputs[j])]))
+        consumed[i] = consumed[j] = false;
+  return consumed;
+}
+
+std::optional<std::vector<std::shared_ptr<void>>> CudaGraphExecutor::take_memory(
+    Instance& inst, const BufferList& overwritten, const std::vector<const void*>& consumed) {
+  for (const auto& b : overwritten) b->invalidate();
+  std::vector<std::shared_ptr<void>> memory(inst.buffers.size());
+  for (size_t k = 0; k < inst.buffers.size(); ++k) {
+    OutputBuffer& b = *inst.buffers[k];
+    memory[k] = k < inst.recorded_memory.size() ? inst.recorded_memory[k] : b.owner.lock();
+    b.invalidate();
+    if (!memory[k]) memory[k] = recorder_->reclaim(b.range);
+    if (!memory[k]) return std::nullopt;
+  }
+  inst.recorded_memory.clear();
+  std::vector<const void*> own = consumed;
+  for (const auto& b : inst.buffers) own.push_back(reinterpret_cast<const void*>(b->range.begin));
+  if (recorder_->in_use(inst.scratch, own)) return std::nullopt;
+  return memory;
+}
+
+CudaGraphExecutor::Instance* CudaGraphExecutor::record(SegmentState& state, const Segment& seg,
+                                                       std::vector<Tensor>& env, const std::vector<bool>& consumed) {
+  auto inst = std::make_unique<Instance>();
+  // Consumed inputs go to the recording alone, which drops each after its last reader, so the rest of
+  // the capture reuses their memory (as an eager run frees a saved activation once used).
+  auto handed = std::make_shared<std::map<ValueId, Tensor>>();
+  for (size_t i = 0; i < seg.inputs.size(); ++i)
+    if (consumed[i]) (*handed)[seg.inputs[i]] = std::move(env[static_cast<size_t>(seg.inputs[i])]);
+  for (size_t i = 0; i < seg.inputs.size(); ++i) {
+    const ValueId v = seg.inputs[i];
+    if (consumed[i]) {
+      inst->input_buffers.push_back(Tensor());
+      inst->static_addresses.push_back(address_of(handed->at(v)));
+      continue;
+    }
+    const Tensor& t = env[static_cast<size_t>(v)];
+    // Static: graph inputs declared so, and tensors over memory marked as keeping its address.
+    if (is_static(v) || !t.defined() || is_static_address(t)) {
+      inst->input_buffers.push_back(t);
+      inst->static_addresses.push_back(address_of(t));
+    } else {
+      Tensor buffer = empty_strided(t.sizes(), t.strides(), {.dtype = t.dtype(), .device = t.device()});
+      buffer.copy_(t);
+      inst->input_buffers.push_back(buffer);
+      inst->static_addresses.push_back(nullptr);
+    }
+  }
+  const Graph& g = graph_;
+  const TensorList buffers = inst->input_buffers;
+  const Interpreter& interp = interpreter_;
+  GraphRecorder& recorder = *recorder_;
+  auto body = [&g, &seg, &interp, &recorder, buffers, handed]() {
+    std::map<ValueId, Tensor> local = std::move(*handed);  // the recorder runs the body once
+    for (size_t i = 0; i < seg.inputs.size(); ++i)
+      if (buffers[i].defined() || !local.count(seg.inputs[i])) local[seg.inputs[i]] = buffers[i];
+    TensorList args;
+    PendingBranches branches;
+    for (size_t p = 0; p < seg.nodes.size(); ++p) {
+      const int32_t n = seg.nodes[p];
+      const GraphNode& node = g.nodes[static_cast<size_t>(n)];
+      args.clear();
+      for (ValueId v : node.inputs) args.push_back(v >= 0 ? local.at(v) : Tensor());
+      TensorList outs;
+      if (!seg.on_branch.empty() && seg.on_branch[p]) {
+        outs = recorder.record_on_branch([&] { return run_kernel(*node.op, args); }, args);
+        branches.add(args, outs);
+      } else {
+        if (!branches.empty() && branches.conflicts(*node.op, args)) {
+          recorder.join_branches();
+          branches.clear();
+        }
+        outs = run_kernel(*node.op, args);
+      }
+      args.clear();
+      for (size_t k = 0; k < node.outputs.size(); ++k) local[node.outputs[k]] = std::move(outs[k]);
+      // Dropped at its last reader, a value's block is free for the rest of the capture to reuse
+      // (stream order keeps that safe on replay too), as eager execution would reuse it.
+      for (ValueId v : interp.released_after(static_cast<size_t>(n))) local.erase(v);
+    }
+    TensorList outputs;
+    for (ValueId v : seg.outputs) outputs.push_back(local.at(v));
+    return outputs;
+  };
+  if (std::find(seg.on_branch.begin(), seg.on_branch.end(), true) != seg.on_branch.end()) recorder_->prepare_branches();
+  auto [graph, outputs] = recorder_->record(body);
+  inst->graph = std::move(graph);
+
+  // Outputs over a static input's memory are passed through; the others get output buffers.
+  std::set<const StorageImpl*> static_storages;
+  for (size_t i = 0; i < seg.inputs.size(); ++i)
+    if (inst->static_addresses[i] && inst->input_buffers[i].defined())
+      static_storages.insert(inst->input_buffers[i].impl()->storage().get());
+  std::map<const StorageImpl*, int> buffer_of;
+  std::vector<MemoryRange> buffer_ranges;
+  for (const Tensor& t : outputs) {
+    OutputSlot slot;
+    if (!t.defined() || static_storages.count(t.impl()->storage().get())) {
+      slot.passthrough = t;
+      inst->outputs.push_back(std::move(slot));
+      continue;
+    }
+    const Storage& storage = t.impl()->storage();
+    auto [it, fresh] = buffer_of.emplace(storage.get(), static_cast<int>(inst->buffers.size()));
+    if (fresh) {
+      auto buffer = std::make_shared<OutputBuffer>();
+      buffer->range = MemoryRange::of(storage->data(), static_cast<size_t>(storage->nbytes()));
+      buffer->device = storage->device();
+      buffer->label = label_;
+      buffer->owner = storage;
+      OutputBufferIndex::global().add(buffer);
+      buffer_ranges.push_back(buffer->range);
+      inst->buffers.push_back(std::move(buffer));
+      inst->recorded_memory.push_back(storage);
+    }
+    slot.buffer = it->second;
+    slot.sizes = t.sizes();
+    slot.strides = t.strides();
+    slot.offset = t.impl()->storage_offset();
+    slot.dtype = t.dtype();
+    inst->outputs.push_back(std::move(slot));
+  }
+  inst->scratch = subtract_ranges(inst->graph->written(), std::move(buffer_ranges));
+  count(&CompileCounters::graphs_captured);
+  log_line("cudagraphs", label_ + " graph: recorded a CUDA graph of " + std::to_string(seg.nodes.size()) +
+                             " node(s) (instance " + std::to_string(state.instances.size() + 1) + ")");
+  state.instances.push_back(std::move(inst));
+  return state.instances.back().get();
+}
+
+void CudaGraphExecutor::replay(Instance& inst, const std::vector<std::shared_ptr<void>>& memory, const Segment& seg,
+                               std::vector<Tensor>& env) {
+  inst.graph->replay();
+  count(&CompileCounters::replays);
+  count(&CompileCounters::replayed_kernels, inst.graph->kernels());
+  const uint64_t step = current_step();
+  std::vector<Storage> storages(inst.buffers.size());
+  for (size_t k = 0; k < inst.buffers.size(); ++k) {
+    inst.buffers[k]->step = step;
+    storages[k] = inst.buffers[k]->hand_out(memory[k]);
+  }
+  for (size_t j = 0; j < seg.outputs.size(); ++j) {
+    const OutputSlot& slot = inst.outputs[j];
+    Tensor& out = env[static_cast<size_t>(seg.outputs[j])];
+    if (slot.buffer < 0) {
+      out = slot.passthrough;
+    } else {
+      out = Tensor(std::make_shared<TensorImpl>(storages[static_cast<size_t>(slot.buffer)], slot.sizes, slot.strides,
+                                                slot.offset, slot.dtype));
+    }
+  }
+}
+
+}  // namespace tg::graphs

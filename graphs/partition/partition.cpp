@@ -1,0 +1,232 @@
+#include "graphs/partition/partition.h"
+
+#include <algorithm>
+#include <set>
+#include <unordered_map>
+
+#include "graphs/capture/functional_ops.h"
+#include "graphs/partition/max_flow.h"
+
+namespace tg::graphs {
+namespace {
+
+int64_t bytes_of(const Value& v) { return shape_numel(v.meta.sizes) * dtype_size(v.meta.dtype); }
+
+// Copies a subset of a joint graph's nodes into a new graph, renumbering values on first use.
+class SubgraphBuilder {
+ public:
+  explicit SubgraphBuilder(const Graph& joint) : joint_(joint) {}
+
+  void add_input(ValueId joint_id, InputKind kind, int32_t index) {
+    graph_.add_input(map(joint_id), kind, index);
+  }
+  // Copies node n; with remap=false its outputs are already ids of the new graph (its inputs never are).
+  void add_node(const GraphNode& n, bool remap = true) {
+    std::vector<ValueId> ins, outs;
+    for (ValueId v : n.inputs) ins.push_back(v < 0 ? -1 : map(v));
+    for (ValueId v : n.outputs) outs.push_back(remap ? map(v) : v);
+    graph_.add_node(n.op, std::move(ins), std::move(outs), n.phase, n.sequence_nr);
+  }
+  // A new value of the new graph with the metadata of joint value v.
+  ValueId add_value_like(ValueId v, const std::string& stem) {
+    const Value& val = joint_.values[static_cast<size_t>(v)];
+    TensorMeta m = val.meta;
+    m.strides = contiguous_strides(m.sizes);
+    m.offset = 0;
+    return graph_.add_value(m, stem + "_" + val.name);
+  }
+  void add_raw_output(ValueId new_id) { graph_.outputs.push_back(new_id); }
+  void add_output(ValueId joint_id) { graph_.outputs.push_back(joint_id < 0 ? -1 : map(joint_id)); }
+  Graph take() { return std::move(graph_); }
+
+ private:
+  ValueId map(ValueId joint_id) {
+    auto it = ids_.find(joint_id);
+    if (it != ids_.end()) return it->second;
+    const Value& v = joint_.values[static_cast<size_t>(joint_id)];
+    const ValueId id = graph_.add_value(v.meta, v.name);
+    graph_.values[static_cast<size_t>(id)].requires_grad = v.requires_grad;
+    auto c = joint_.constants.find(joint_id);
+    if (c != joint_.constants.end()) graph_.constants[id] = c->second;
+    ids_.emplace(joint_id, id);
+    return id;
+  }
+
+  const Graph& joint_;
+  Graph graph_;
+  std::unordered_map<ValueId, ValueId> ids_;
+};
+
+// Node indices (in order) needed to compute `targets`, stopping at values in `available`.
+std::vector<int32_t> needed_nodes(const Graph& g, const std::vector<ValueId>& targets,
+                                  const std::set<ValueId>& available, bool forward_only) {
+  std::vector<bool> needed(g.nodes.size(), false);
+  std::vector<ValueId> stack;
+  std::set<ValueId> seen;
+  for (ValueId v : targets)
+    if (v >= 0) stack.push_back(v);
+  while (!stack.empty()) {
+    const ValueId v = stack.back();
+    stack.pop_back();
+    if (!seen.insert(v).second || available.count(v)) continue;
+    const int32_t p = g.values[static_cast<size_t>(v)].producer;
+    if (p < 0) continue;
+    const GraphNode& n = g.nodes[static_cast<size_t>(p)];
+    if (forward_only && n.phase != Phase::Forward) continue;
+    needed[static_cast<size_t>(p)] = true;
+    for (ValueId in : n.inputs)
+      if (in >= 0) stack.push_back(in);
+  }
+  std::vector<int32_t> order;
+  for (size_t i = 0; i < needed.size(); ++i)
+    if (needed[i]) order.push_back(static_cast<int32_t>(i));
+  return order;
+}
+
+bool is_forward_value(const Graph& g, ValueId v) {
+  const Value& val = g.values[static_cast<size_t>(v)];
+  if (val.producer >= 0) return g.nodes[static_cast<size_t>(val.producer)].phase == Phase::Forward;
+  for (const GraphInput& in : g.inputs)
+    if (in.value == v) return in.kind == InputKind::Argument || in.kind == InputKind::Lifted;
+  return false;  // constants
+}
+
+bool is_primal_input(const Graph& g, ValueId v) {
+  for (const GraphInput& in : g.inputs)
+    if (in.value == v) return in.kind == InputKind::Argument || in.kind == InputKind::Lifted;
+  return false;
+}
+
+// Forward values read by the backward half (directly by backward nodes, or returned as grads).
+std::vector<ValueId> boundary_values(const Graph& g, const std::vector<int32_t>& bw_nodes,
+                                     const std::vector<ValueId>& grad_outputs) {
+  std::set<ValueId> out;
+  for (int32_t i : bw_nodes)
+    for (ValueId v : g.nodes[static_cast<size_t>(i)].inputs)
+      if (v >= 0 && is_forward_value(g, v)) out.insert(v);
+  for (ValueId v : grad_outputs)
+    if (v >= 0 && is_forward_value(g, v)) out.insert(v);
+  return {out.begin(), out.end()};
+}
+
+// Min-cut choice of saved values: the cheapest set (in bytes) from which every boundary value can
+// be recomputed with recomputable forward ops.
+std::vector<ValueId> min_cut_saved(const Graph& g, const std::vector<ValueId>& boundary) {
+  const int n = static_cast<int>(g.values.size());
+  const int source = 2 * n, sink = 2 * n + 1;
+  FlowNetwork net(2 * n + 2);
+  auto in = [](ValueId v) { return 2 * v; };
+  auto out = [](ValueId v) { return 2 * v + 1; };
+  for (ValueId v = 0; v < n; ++v) {
+    if (!is_forward_value(g, v)) continue;
+    const Value& val = g.values[static_cast<size_t>(v)];
+    if (is_primal_input(g, v)) {
+      // Inputs are kept alive by the caller, so saving one costs (almost) nothing.
+      net.add_edge(source, in(v), FlowNetwork::kInfinite);
+      net.add_edge(in(v), out(v), 1);
+      continue;
+    }
+    net.add_edge(in(v), out(v), std::max<int64_t>(bytes_of(val), 1));
+    const GraphNode& producer = g.nodes[static_cast<size_t>(val.producer)];
+    if (!is_recomputable(*producer.op)) {
+      net.add_edge(source, in(v), FlowNetwork::kInfinite);
+    } else {
+      for (ValueId u : producer.inputs) {
+        if (u < 0) continue;
+        if (g.constants.count(u)) continue;  // constants are available in both halves
+        net.add_edge(out(u), in(v), FlowNetwork::kInfinite);
+      }
+    }
+  }
+  for (ValueId v : boundary) net.add_edge(out(v), sink, FlowNetwork::kInfinite);
+  net.max_flow(source, sink);
+  const std::vector<bool> side = net.source_side(source);
+  std::vector<ValueId> saved;
+  for (ValueId v = 0; v < n; ++v) {
+    if (!is_forward_value(g, v)) continue;
+    const bool in_src = side[static_cast<size_t>(in(v))];
+    if (in_src && !side[static_cast<size_t>(out(v))]) saved.push_back(v);
+  }
+  return saved;
+}
+
+}  // namespace
+
+PartitionerKind parse_partitioner(const std::string& name) {
+  if (name == "default") return PartitionerKind::Default;
+  if (name == "min_cut") return PartitionerKind::MinCut;
+  TG_FAIL("[compile] unknown partitioner '", name, "'; expected 'default' or 'min_cut'");
+}
+
+bool is_recomputable(const Op& op) {
+  if (op.has(kComputeIntensive) || op.has(kRandom) || op.has(kDeviceCopy) || op.has(kHostSync) || op.has(kCollective)) return false;
+  return true;
+}
+
+Partition partition(const JointGraph& joint, PartitionerKind kind) {
+  const Graph& g = joint.graph;
+  Partition part;
+  const size_t n_fw_out = joint.num_user_outputs + joint.mutated.size();
+  const std::vector<ValueId> fw_targets(g.outputs.begin(), g.outputs.begin() + static_cast<ptrdiff_t>(n_fw_out));
+  const std::vector<ValueId> grad_outputs(g.outputs.begin() + static_cast<ptrdiff_t>(n_fw_out), g.outputs.end());
+
+  // Backward nodes needed for the gradients, and the forward values they read.
+  std::set<ValueId> nothing;
+  std::vector<int32_t> bw_nodes;
+  for (int32_t i : needed_nodes(g, grad_outputs, nothing, false))
+    if (g.nodes[static_cast<size_t>(i)].phase == Phase::Backward) bw_nodes.push_back(i);
+  const std::vector<ValueId> boundary = boundary_values(g, bw_nodes, grad_outputs);
+  part.saved = kind == PartitionerKind::MinCut ? min_cut_saved(g, boundary) : boundary;
+  const std::set<ValueId> saved_set(part.saved.begin(), part.saved.end());
+  for (ValueId v : part.saved)
+    if (!is_primal_input(g, v)) part.saved_bytes += bytes_of(g.values[static_cast<size_t>(v)]);
+
+  // Forward graph.
+  SubgraphBuilder fw(g);
+  for (const GraphInput& in : g.inputs)
+    if (in.kind == InputKind::Argument || in.kind == InputKind::Lifted) fw.add_input(in.value, in.kind, in.index);
+  std::vector<ValueId> fw_all = fw_targets;
+  fw_all.insert(fw_all.end(), part.saved.begin(), part.saved.end());
+  // Random ops run even when nothing reads them: each advances the generator as in eager mode, so
+  // the draws after it match eager's.
+  for (const GraphNode& n : g.nodes)
+    if (n.phase == Phase::Forward && n.op->has(kRandom)) fw_all.insert(fw_all.end(), n.outputs.begin(), n.outputs.end());
+  for (int32_t i : needed_nodes(g, fw_all, nothing, true)) fw.add_node(g.nodes[static_cast<size_t>(i)]);
+  // An input the function writes into is saved as a snapshot: the caller's tensor receives the
+  // write when the forward returns, and the backward must still see the value it had before.
+  std::set<ValueId> mutated_inputs;
+  for (const PrimalRef& p : joint.mutated)
+    for (const GraphInput& in : g.inputs)
+      if (in.kind == p.kind && in.index == p.index) mutated_inputs.insert(in.value);
+  for (ValueId v : fw_targets) fw.add_output(v);
+  for (ValueId v : part.saved) {
+    if (!mutated_inputs.count(v)) {
+      fw.add_output(v);
+      continue;
+    }
+    const ValueId snap = fw.add_value_like(v, "snapshot");
+    fw.add_node(GraphNode{std::make_shared<const SnapshotOp>(), {v}, {snap}, Phase::Forward, -1}, /*remap=*/false);
+    fw.add_raw_output(snap);
+  }
+  part.forward = fw.take();
+
+  // Backward graph: saved values and tangents in, recomputed forward nodes, then backward nodes.
+  SubgraphBuilder bw(g);
+  for (size_t i = 0; i < part.saved.size(); ++i) bw.add_input(part.saved[i], InputKind::Saved, static_cast<int32_t>(i));
+  for (const GraphInput& in : g.inputs)
+    if (in.kind == InputKind::Tangent) bw.add_input(in.value, in.kind, in.index);
+  std::vector<ValueId> recompute_targets;
+  for (ValueId v : boundary)
+    if (!saved_set.count(v) && !g.constants.count(v)) recompute_targets.push_back(v);
+  const std::vector<int32_t> recompute = needed_nodes(g, recompute_targets, saved_set, true);
+  part.recomputed_nodes = static_cast<int>(recompute.size());
+  std::vector<int32_t> bw_order = recompute;
+  bw_order.insert(bw_order.end(), bw_nodes.begin(), bw_nodes.end());
+  std::sort(bw_order.begin(), bw_order.end());
+  for (int32_t i : bw_order) bw.add_node(g.nodes[static_cast<size_t>(i)]);
+  for (ValueId v : grad_outputs) bw.add_output(v);
+  part.backward = bw.take();
+  return part;
+}
+
+}  // namespace tg::graphs

@@ -1,0 +1,85 @@
+#include "graphs/passes/schedule_collectives.h"
+
+#include <limits>
+#include <queue>
+#include <tuple>
+
+namespace tg::graphs {
+
+void schedule_collectives_early(Graph& graph) {
+  std::vector<GraphNode>& nodes = graph.nodes;
+  const size_t n = nodes.size();
+  std::vector<size_t> collectives;
+  for (size_t i = 0; i < n; ++i)
+    if (nodes[i].op->has(kCollective)) collectives.push_back(i);
+  if (collectives.empty()) return;
+
+  auto producer_of = [&](ValueId v) -> int32_t { return v < 0 ? -1 : graph.values[static_cast<size_t>(v)].producer; };
+
+  // What each node waits for: the producers of its inputs and, for collectives and random ops, the
+  // previous node of its kind, so that both keep their traced order (every process issues the same
+  // collectives in the same order; random ops draw in the order eager mode draws).
+  std::vector<std::vector<size_t>> after(n);
+  int32_t last_collective = -1, last_random = -1;
+  for (size_t i = 0; i < n; ++i) {
+    for (ValueId v : nodes[i].inputs)
+      if (const int32_t p = producer_of(v); p >= 0) after[i].push_back(static_cast<size_t>(p));
+    for (auto [flag, last] : {std::pair<OpFlag, int32_t*>{kCollective, &last_collective}, {kRandom, &last_random}}) {
+      if (!nodes[i].op->has(flag)) continue;
+      if (*last >= 0) after[i].push_back(static_cast<size_t>(*last));
+      *last = static_cast<int32_t>(i);
+    }
+  }
+
+  // Each node's priority: the position of the earliest collective that needs it (transitively).
+  constexpr size_t kNone = std::numeric_limits<size_t>::max();
+  std::vector<size_t> needed_by(n, kNone);
+  for (size_t c = 0; c < collectives.size(); ++c) {
+    std::vector<size_t> stack{collectives[c]};
+    while (!stack.empty()) {
+      const size_t i = stack.back();
+      stack.pop_back();
+      if (needed_by[i] != kNone) continue;  // an earlier collective needs it already (and what it waits for)
+      needed_by[i] = c;
+      for (size_t p : after[i])
+        if (needed_by[p] == kNone) stack.push_back(p);
+    }
+  }
+
+  std::vector<size_t> pending(n, 0);
+  std::vector<std::vector<size_t>> readers(n);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t p : after[i]) {
+      ++pending[i];
+      readers[p].push_back(i);
+    }
+
+  // List scheduling: among ready nodes, the one the earliest collective needs, then traced order.
+  using Key = std::tuple<size_t, size_t>;  // (needed_by, traced index)
+  std::priority_queue<Key, std::vector<Key>, std::greater<Key>> ready;
+  for (size_t i = 0; i < n; ++i)
+    if (pending[i] == 0) ready.emplace(needed_by[i], i);
+  std::vector<size_t> order;
+  order.reserve(n);
+  while (!ready.empty()) {
+    const size_t i = std::get<1>(ready.top());
+    ready.pop();
+    order.push_back(i);
+    for (size_t r : readers[i])
+      if (--pending[r] == 0) ready.emplace(needed_by[r], r);
+  }
+  TG_CHECK(order.size() == n, "[schedule] internal error: the graph has a cycle");
+
+  std::vector<int32_t> new_index(n);
+  std::vector<GraphNode> reordered;
+  reordered.reserve(n);
+  for (size_t k = 0; k < n; ++k) {
+    new_index[order[k]] = static_cast<int32_t>(k);
+    reordered.push_back(std::move(nodes[order[k]]));
+  }
+  nodes = std::move(reordered);
+  for (Value& v : graph.values)
+    if (v.producer >= 0) v.producer = new_index[static_cast<size_t>(v.producer)];
+}
+
+}  // namespace tg::graphs
