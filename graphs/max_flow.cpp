@@ -1,3 +1,4 @@
+// See Note [Partitioners] in docs/partitioners.md.
 #include "graphs/max_flow.h"
 
 #include <algorithm>
