@@ -7,7 +7,7 @@
 #include "distributed/collectives.h"
 #include "distributed/ddp.h"
 #include "graphs/compile.h"
-#include "graphs/cudagraph_step.h"
+#include "graphs/runtime/cudagraph_step.h"
 #include "nn/nn.h"
 #include "ops/attention.h"
 #include "ops/autocast.h"

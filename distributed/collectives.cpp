@@ -1,3 +1,4 @@
+// See Note [Data-parallel internals] in docs/data_parallel.md.
 #include "distributed/collectives.h"
 
 #include <string>

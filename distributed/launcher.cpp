@@ -1,3 +1,4 @@
+// See Note [Launcher and rendezvous] in docs/launcher.md.
 #include "distributed/launcher.h"
 
 #include <signal.h>

@@ -1,3 +1,4 @@
+// See Note [Fused optimizer steps] in docs/fused_optimizers.md.
 #include "optim/compiled_step.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// See Note [Low precision] in docs/low_precision.md.
 #include "optim/grad_scaler.h"
 
 #include "autograd/grad_mode.h"

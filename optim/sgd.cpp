@@ -1,3 +1,4 @@
+// See Note [Fused optimizer steps] in docs/fused_optimizers.md.
 #include "optim/sgd.h"
 
 #include "autograd/grad_mode.h"

@@ -1,4 +1,5 @@
 // Optimizer state_dict / load_state_dict (Adam, AdamW, SGD) with PyTorch's entry names.
+// See Note [Fused optimizer steps] in docs/fused_optimizers.md.
 #include <set>
 
 #include "autograd/grad_mode.h"

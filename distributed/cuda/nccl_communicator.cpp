@@ -1,5 +1,6 @@
 // NCCL behind a process group: the communicator, its stream, and a watchdog that turns a stalled
 // collective (a dead or hung peer) into an error message and an exit instead of a hang.
+// See Note [Data-parallel internals] in docs/data_parallel.md.
 #include <nccl.h>
 
 #include <atomic>

@@ -1,3 +1,4 @@
+// See Note [Compile pipeline] in docs/compile_pipeline.md.
 #include "graphs/capture/functional_ops.h"
 
 #include <algorithm>

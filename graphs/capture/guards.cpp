@@ -1,3 +1,4 @@
+// See Note [Guards and recompiles] in docs/guards.md.
 #include "graphs/capture/guards.h"
 
 #include <sstream>

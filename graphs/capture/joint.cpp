@@ -1,3 +1,4 @@
+// See Note [Compile pipeline] in docs/compile_pipeline.md.
 #include "graphs/capture/joint.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// See Note [Branch streams] in docs/branch_streams.md.
 #include "graphs/cudagraphs/branch_streams.h"
 
 #include <algorithm>

@@ -1,4 +1,5 @@
 // CUDA graph capture for the cudagraphs backend (the rest of the backend is device-independent).
+// See Note [CUDA graph executor] in docs/cudagraph_executor.md.
 #include "graphs/cudagraphs/graph_recorder.h"
 
 #ifdef TG_WITH_CUDA

@@ -1,3 +1,4 @@
+// See Note [CUDA graph executor] in docs/cudagraph_executor.md.
 #include "graphs/cudagraphs/cudagraph_executor.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// See Note [CUDA graph memory pool] in docs/memory_pool.md.
 #include "graphs/cudagraphs/memory_range.h"
 
 #include <algorithm>

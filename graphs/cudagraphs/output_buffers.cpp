@@ -1,3 +1,4 @@
+// See Note [CUDA graph memory pool] in docs/memory_pool.md.
 #include "graphs/cudagraphs/output_buffers.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// See Note [CUDA graph executor] in docs/cudagraph_executor.md.
 #include "autograd/grad_mode.h"
 #include "graphs/cudagraphs/graph_recorder.h"
 #include "ops/copy.h"

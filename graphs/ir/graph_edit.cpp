@@ -1,3 +1,4 @@
+// See Note [Epilogue fusion] in docs/epilogue_fusion.md.
 #include "graphs/ir/graph_edit.h"
 
 namespace tg::graphs {

@@ -1,3 +1,4 @@
+// See Note [Partitioners] in docs/partitioners.md.
 #include "graphs/partition/max_flow.h"
 
 #include <algorithm>

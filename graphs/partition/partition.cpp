@@ -1,3 +1,4 @@
+// See Note [Partitioners] in docs/partitioners.md.
 #include "graphs/partition/partition.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// See Note [Elementwise fusion] in docs/elementwise_fusion.md.
 #include "graphs/passes/elementwise_fusion.h"
 
 #include <algorithm>

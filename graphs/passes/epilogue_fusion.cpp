@@ -1,3 +1,4 @@
+// See Note [Epilogue fusion] in docs/epilogue_fusion.md.
 #include "graphs/passes/epilogue_fusion.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// See Note [Data-parallel internals] in docs/data_parallel.md.
 #include "graphs/passes/schedule_collectives.h"
 
 #include <limits>

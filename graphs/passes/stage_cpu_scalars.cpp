@@ -1,3 +1,4 @@
+// See Note [CUDA graph executor] in docs/cudagraph_executor.md.
 #include "graphs/passes/stage_cpu_scalars.h"
 
 #include <map>

@@ -1,3 +1,4 @@
+// See Note [CUDA graph executor] in docs/cudagraph_executor.md.
 #include "graphs/runtime/compiled_backward.h"
 
 #include "autograd/grad_mode.h"

@@ -1,3 +1,4 @@
+// See Note [Stale outputs] in docs/stale_outputs.md.
 #include "graphs/runtime/cudagraph_step.h"
 
 #include <atomic>

@@ -1,3 +1,4 @@
+// See Note [Testing and sanitizers] in docs/testing.md.
 #include "graphs/testing/parity.h"
 
 #include <gtest/gtest.h>
