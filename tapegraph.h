@@ -1,13 +1,18 @@
-// tapegraph: tensors on CPU and CUDA with tape-based autograd. Include this one header.
+// tapegraph: tensors on CPU and CUDA with tape-based autograd, compile(), modules, optimizers,
+// data loading, checkpoints and data parallelism. Include this one header.
 #pragma once
 
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
+#include "data/dataloader.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
 #include "distributed/collectives.h"
 #include "distributed/ddp.h"
 #include "graphs/compile.h"
 #include "graphs/runtime/cudagraph_step.h"
+#include "io/safetensors.h"
 #include "nn/nn.h"
 #include "ops/attention.h"
 #include "ops/autocast.h"
