@@ -147,8 +147,9 @@ TEST(MultiheadAttentionMasks, UnbatchedAndBatchFirst) {
   // batch_first reads [N, L, E]; a 3-D mask is [N*H, L, S] either way.
   Fixture bf(true);
   const Tensor am3 = f.am.unsqueeze(0).expand({4, 3, 4}).contiguous();
-  const nn::MultiheadAttentionOutput r = bf.mha->forward(transpose(f.q, 0, 1), transpose(f.k, 0, 1),
-                                                         transpose(f.v, 0, 1), {.key_padding_mask = f.kpm, .attn_mask = am3});
+  const nn::MultiheadAttentionOutput r =
+      bf.mha->forward(transpose(f.q, 0, 1), transpose(f.k, 0, 1), transpose(f.v, 0, 1),
+                      {.key_padding_mask = f.kpm, .attn_mask = am3});
   expect_values(transpose(r.output, 0, 1).contiguous(), kBoolOut, 1e-12);
   expect_values(r.attn_weights, kBoolWeights, 1e-12);
 }
@@ -158,7 +159,8 @@ TEST(MultiheadAttentionMasks, IsCausal) {
   const Tensor q = pattern({4, 2, 4}, 5);
   // triu(ones(4, 4), 1) as bool: the module's causal mask.
   const Tensor causal = bools({0, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0}, {4, 4});
-  const nn::MultiheadAttentionOutput want = f.mha->forward(q, f.k, f.v, {.key_padding_mask = f.kpm, .attn_mask = causal});
+  const nn::MultiheadAttentionOutput want =
+      f.mha->forward(q, f.k, f.v, {.key_padding_mask = f.kpm, .attn_mask = causal});
   // The hint alone applies the causal mask, with or without weights or a key_padding_mask.
   const nn::MultiheadAttentionOutput got = f.mha->forward(q, f.k, f.v, {.key_padding_mask = f.kpm, .is_causal = true});
   expect_close(got.output, want.output, 1e-12, 1e-12);

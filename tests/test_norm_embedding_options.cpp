@@ -190,7 +190,8 @@ TEST(EmbeddingMaxNorm, Functional) {
   embedding_renorm_(w2, zeros({0}, {.dtype = kInt64}), 0.1);
   expect_close(w2, before, 0, 0);
   Tensor wi = zeros({5, 3}, {.dtype = kInt64});
-  EXPECT_THROW_MSG(embedding_renorm_(wi, renorm_indices(), 1.0), "[embedding_renorm_] expected a floating weight, got int64");
+  EXPECT_THROW_MSG(embedding_renorm_(wi, renorm_indices(), 1.0),
+                   "[embedding_renorm_] expected a floating weight, got int64");
   EXPECT_THROW_MSG(embedding_renorm_(w2, zeros({2}), 1.0), "Long, Int; but got float32");
   // Non-contiguous weight and indices.
   Tensor wt = (pattern({3, 5}, 1) * 3.0).t();

@@ -93,7 +93,8 @@ TEST(TransformerDecoderLayerModule, MatchesPyTorch) {
 template <typename Stack>
 void prepare_stack(Stack& stack) {
   NoGradGuard no_grad;
-  Tensor w = stack.parameter("norm.weight"), b = stack.parameter("norm.bias"), l1 = stack.parameter("layers.1.linear1.weight");
+  Tensor w = stack.parameter("norm.weight"), b = stack.parameter("norm.bias");
+  Tensor l1 = stack.parameter("layers.1.linear1.weight");
   w.copy_(pattern({4}, 30));
   b.copy_(pattern({4}, 31));
   l1.copy_(l1 * 0.5);
