@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "autograd/grad_mode.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/factory.h"
@@ -23,8 +24,8 @@ std::string bool_str(bool b) { return b ? "true" : "false"; }
 
 }  // namespace
 
-BatchNormBase::BatchNormBase(int64_t num_features, double eps, double momentum, bool affine, bool track_running_stats,
-                             TensorOptions options)
+BatchNormBase::BatchNormBase(int64_t num_features, double eps, std::optional<double> momentum, bool affine,
+                             bool track_running_stats, TensorOptions options)
     : num_features_(num_features), eps_(eps), momentum_(momentum), affine_(affine),
       track_running_stats_(track_running_stats) {
   TG_CHECK(num_features > 0, "[BatchNorm] num_features must be positive, got ", num_features);
@@ -53,13 +54,36 @@ Tensor BatchNormBase::forward(const Tensor& input) {
   // Batch statistics whenever training or there are no running statistics (PyTorch's rule).
   const bool use_batch_stats = training || !track_running_stats_;
   const bool pass_stats = track_running_stats_ && (training || !use_batch_stats);
+  if (pass_stats && training && !momentum_) return cumulative_average_forward(input);
   return batch_norm(input, pass_stats ? running_mean_ : Tensor(), pass_stats ? running_var_ : Tensor(), weight_, bias_,
-                    use_batch_stats, momentum_, eps_);
+                    use_batch_stats, momentum_.value_or(0.1), eps_);
+}
+
+// momentum = None: running = f * batch_stat + (1 - f) * running with f = 1 / num_batches_tracked.
+// PyTorch reads the count on the host; here it stays a tensor (no synchronization, and the update
+// traces into compiled graphs). batch_norm with momentum 1 writes the batch mean and the unbiased
+// batch variance into zeroed stand-ins, which then blend into the buffers.
+Tensor BatchNormBase::cumulative_average_forward(const Tensor& input) {
+  Tensor batch_mean = zeros_like(running_mean_), batch_var = zeros_like(running_var_);
+  Tensor out = batch_norm(input, batch_mean, batch_var, weight_, bias_, true, 1.0, eps_);
+  NoGradGuard no_grad;
+  const Tensor factor = reciprocal_count();
+  for (auto [running, batch] : {std::pair{&running_mean_, &batch_mean}, std::pair{&running_var_, &batch_var}}) {
+    copy_(*running, add(mul(*batch, factor), mul(*running, rsub(factor, 1.0))));
+  }
+  return out;
+}
+
+Tensor BatchNormBase::reciprocal_count() const {
+  return rdiv(tg::to(num_batches_tracked_, num_batches_tracked_.device(), kFloat64), 1.0).to(running_mean_.dtype());
 }
 
 std::string BatchNormBase::extra_repr() const {
   std::ostringstream s;
-  s << num_features_ << ", eps=" << eps_ << ", momentum=" << momentum_ << ", affine=" << bool_str(affine_)
+  s << num_features_ << ", eps=" << eps_ << ", momentum=";
+  if (momentum_) s << *momentum_;
+  else s << "None";
+  s << ", affine=" << bool_str(affine_)
     << ", track_running_stats=" << bool_str(track_running_stats_);
   return s.str();
 }

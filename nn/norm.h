@@ -1,23 +1,28 @@
 // Normalization layers: BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm (PyTorch's options and init).
 #pragma once
 
+#include <optional>
+
 #include "nn/module.h"
 
 namespace tg::nn {
 
 // Shared by BatchNorm1d/2d: weight (ones) and bias (zeros) when affine; buffers running_mean
 // (zeros), running_var (ones) and num_batches_tracked (int64 0) when track_running_stats.
-// Training mode (is_training()) normalizes with batch statistics and updates the buffers in place.
+// Training mode (is_training()) normalizes with batch statistics and updates the buffers in place:
+// an exponential moving average with factor momentum, or with momentum = nullopt (PyTorch's None)
+// the cumulative average, factor 1 / num_batches_tracked.
 class BatchNormBase : public Module {
  public:
-  BatchNormBase(int64_t num_features, double eps, double momentum, bool affine, bool track_running_stats,
-                TensorOptions options);
+  BatchNormBase(int64_t num_features, double eps, std::optional<double> momentum, bool affine,
+                bool track_running_stats, TensorOptions options);
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
 
   int64_t num_features() const { return num_features_; }
   double eps() const { return eps_; }
-  double momentum() const { return momentum_; }
+  // nullopt: the cumulative moving average.
+  std::optional<double> momentum() const { return momentum_; }
   // Undefined unless affine.
   Tensor& weight() { return weight_; }
   Tensor& bias() { return bias_; }
@@ -31,8 +36,14 @@ class BatchNormBase : public Module {
   virtual void check_input(const Tensor& input) const = 0;
 
  private:
+  // Training forward with momentum = nullopt: batch statistics, then the cumulative average.
+  Tensor cumulative_average_forward(const Tensor& input);
+  // 1 / num_batches_tracked as a 0-dim tensor of the running statistics' dtype.
+  Tensor reciprocal_count() const;
+
   int64_t num_features_;
-  double eps_, momentum_;
+  double eps_;
+  std::optional<double> momentum_;
   bool affine_, track_running_stats_;
   Tensor weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
 };
@@ -40,8 +51,8 @@ class BatchNormBase : public Module {
 // Batch norm over [N, C] or [N, C, L].
 class BatchNorm1d : public BatchNormBase {
  public:
-  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
-                       bool track_running_stats = true, TensorOptions options = {})
+  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+                       bool affine = true, bool track_running_stats = true, TensorOptions options = {})
       : BatchNormBase(num_features, eps, momentum, affine, track_running_stats, options) {}
   std::string type_name() const override { return "BatchNorm1d"; }
 
@@ -52,8 +63,8 @@ class BatchNorm1d : public BatchNormBase {
 // Batch norm over [N, C, H, W].
 class BatchNorm2d : public BatchNormBase {
  public:
-  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
-                       bool track_running_stats = true, TensorOptions options = {})
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+                       bool affine = true, bool track_running_stats = true, TensorOptions options = {})
       : BatchNormBase(num_features, eps, momentum, affine, track_running_stats, options) {}
   std::string type_name() const override { return "BatchNorm2d"; }
 

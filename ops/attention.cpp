@@ -18,11 +18,13 @@
 
 namespace tg {
 
-Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& attn_mask,
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& attn_mask_in,
                                     double dropout_p, bool is_causal, std::optional<double> scale) {
   const Tensor q = autocast::to_low(q_in);
   const Tensor k = autocast::to_low(k_in);
   const Tensor v = autocast::to_low(v_in);
+  // PyTorch's autocast casts every floating argument of SDPA, the additive mask included.
+  const Tensor attn_mask = attn_mask_in.defined() ? autocast::to_low(attn_mask_in) : attn_mask_in;
   const char* op = "scaled_dot_product_attention";
   TG_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, "[", op,
            "] expected query, key and value of at least 2 dims, got ", shape_str(q.sizes()), ", ",

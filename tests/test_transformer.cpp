@@ -50,10 +50,10 @@ TEST(TransformerEncoderLayerModule, GradientsAndCompiledParity) {
       TensorOptions{.dtype = kFloat64});
   layer->eval();
   Tensor x = random_tensor({2, 4, 8}, kFloat64, true);
-  layer->encode(x, Tensor(), true).sum().backward();
+  layer->encode(x, Tensor(), Tensor(), true).sum().backward();
   for (const auto& [name, p] : layer->named_parameters()) EXPECT_TRUE(p.grad().defined()) << name;
   testing::expect_compiled_matches_eager(
-      [layer](const TensorList& in) { return TensorList{layer->encode(in[0], Tensor(), true)}; },
+      [layer](const TensorList& in) { return TensorList{layer->encode(in[0], Tensor(), Tensor(), true)}; },
       {random_tensor({2, 4, 8}, kFloat64, true)}, {.compile = {.backend = "aot_eager"}});
   EXPECT_THROW_MSG(nn::TransformerEncoderLayer(8, 2, {.activation = "tanh"}), "activation should be relu/gelu, not tanh");
 }
