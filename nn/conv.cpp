@@ -97,6 +97,26 @@ std::pair<Tensor, ConvPadding> ConvNd::padded(const Tensor& input) const {
   return {pad(input, amounts, padding_mode_), ConvPadding(0)};
 }
 
+Shape ConvNd::output_padding_for(const Tensor& input, const Shape& output_size) const {
+  const size_t n = static_cast<size_t>(spatial_);
+  TG_CHECK(output_size.size() == n || output_size.size() == n + 2, "[", name_, "] output_size must have ", n, " or ",
+           n + 2, " elements, got ", shape_str(output_size));
+  TG_CHECK(input.dim() >= spatial_, "[", name_, "] input of shape ", shape_str(input.sizes()), " has fewer than ",
+           spatial_, " dims");
+  const Shape& pad_amounts = std::get<Shape>(padding_.value);
+  Shape out;
+  for (size_t d = 0; d < n; ++d) {
+    const int64_t in = input.size(input.dim() - spatial_ + static_cast<int64_t>(d));
+    const int64_t min_size = (in - 1) * stride_[d] - 2 * pad_amounts[d] + dilation_[d] * (kernel_size_[d] - 1) + 1;
+    const int64_t want = output_size[output_size.size() - n + d];
+    TG_CHECK(want >= min_size && want <= min_size + stride_[d] - 1, "[", name_, "] requested output_size ",
+             shape_str(output_size), " is not reachable: dim ", d, " must be between ", min_size, " and ",
+             min_size + stride_[d] - 1, ", got ", want);
+    out.push_back(want - min_size);
+  }
+  return out;
+}
+
 std::string ConvNd::extra_repr() const {
   std::string s = std::to_string(in_channels_) + ", " + std::to_string(out_channels_) +
                   ", kernel_size=" + list_str(kernel_size_) + ", stride=" + list_str(stride_);
@@ -156,6 +176,11 @@ ConvTranspose1d::ConvTranspose1d(int64_t in_channels, int64_t out_channels, int6
     : ConvNd("ConvTranspose1d", 1, true, in_channels, out_channels, {kernel_size}, {stride}, Shape{padding},
              {output_padding}, {dilation}, groups, bias, "zeros", options) {}
 
+Tensor ConvTranspose1d::forward(const Tensor& input, const Shape& output_size) {
+  return conv_transpose1d(input, weight_, bias_, stride_, std::get<Shape>(padding_.value),
+                          output_padding_for(input, output_size), groups_, dilation_);
+}
+
 Tensor ConvTranspose1d::forward(const Tensor& input) {
   return conv_transpose1d(input, weight_, bias_, stride_, std::get<Shape>(padding_.value), output_padding_, groups_,
                           dilation_);
@@ -167,6 +192,11 @@ ConvTranspose2d::ConvTranspose2d(int64_t in_channels, int64_t out_channels, Shap
     : ConvNd("ConvTranspose2d", 2, true, in_channels, out_channels, std::move(kernel_size), std::move(stride),
              std::move(padding), std::move(output_padding), std::move(dilation), groups, bias, "zeros", options) {}
 
+Tensor ConvTranspose2d::forward(const Tensor& input, const Shape& output_size) {
+  return conv_transpose2d(input, weight_, bias_, stride_, std::get<Shape>(padding_.value),
+                          output_padding_for(input, output_size), groups_, dilation_);
+}
+
 Tensor ConvTranspose2d::forward(const Tensor& input) {
   return conv_transpose2d(input, weight_, bias_, stride_, std::get<Shape>(padding_.value), output_padding_, groups_,
                           dilation_);
@@ -177,6 +207,11 @@ ConvTranspose3d::ConvTranspose3d(int64_t in_channels, int64_t out_channels, Shap
                                  TensorOptions options)
     : ConvNd("ConvTranspose3d", 3, true, in_channels, out_channels, std::move(kernel_size), std::move(stride),
              std::move(padding), std::move(output_padding), std::move(dilation), groups, bias, "zeros", options) {}
+
+Tensor ConvTranspose3d::forward(const Tensor& input, const Shape& output_size) {
+  return conv_transpose3d(input, weight_, bias_, stride_, std::get<Shape>(padding_.value),
+                          output_padding_for(input, output_size), groups_, dilation_);
+}
 
 Tensor ConvTranspose3d::forward(const Tensor& input) {
   return conv_transpose3d(input, weight_, bias_, stride_, std::get<Shape>(padding_.value), output_padding_, groups_,

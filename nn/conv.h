@@ -31,6 +31,9 @@ class ConvNd : public Module {
   // The input padded as padding_mode says (PyTorch's F.pad with _reversed_padding_repeated_twice), and
   // the padding left for the convolution itself (0 after a non-zeros mode).
   std::pair<Tensor, ConvPadding> padded(const Tensor& input) const;
+  // The output_padding that makes a transposed convolution of `input` produce `output_size` (its last
+  // `spatial` entries), checked to lie within the sizes the stride allows (PyTorch's _output_padding).
+  Shape output_padding_for(const Tensor& input, const Shape& output_size) const;
 
   const char* name_;
   int spatial_;
@@ -87,6 +90,8 @@ class ConvTranspose1d : public ConvNd {
                   int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, bool bias = true,
                   int64_t dilation = 1, TensorOptions options = {});
   Tensor forward(const Tensor& input) override;
+  // The forward with the output's spatial sizes given (they pick output_padding), as PyTorch's output_size.
+  Tensor forward(const Tensor& input, const Shape& output_size);
   std::string type_name() const override { return "ConvTranspose1d"; }
 };
 
@@ -96,6 +101,8 @@ class ConvTranspose2d : public ConvNd {
                   Shape padding = {0}, Shape output_padding = {0}, int64_t groups = 1, bool bias = true,
                   Shape dilation = {1}, TensorOptions options = {});
   Tensor forward(const Tensor& input) override;
+  // The forward with the output's spatial sizes given (they pick output_padding), as PyTorch's output_size.
+  Tensor forward(const Tensor& input, const Shape& output_size);
   std::string type_name() const override { return "ConvTranspose2d"; }
 };
 
@@ -105,6 +112,8 @@ class ConvTranspose3d : public ConvNd {
                   Shape padding = {0}, Shape output_padding = {0}, int64_t groups = 1, bool bias = true,
                   Shape dilation = {1}, TensorOptions options = {});
   Tensor forward(const Tensor& input) override;
+  // The forward with the output's spatial sizes given (they pick output_padding), as PyTorch's output_size.
+  Tensor forward(const Tensor& input, const Shape& output_size);
   std::string type_name() const override { return "ConvTranspose3d"; }
 };
 

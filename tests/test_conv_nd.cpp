@@ -253,6 +253,11 @@ TEST(ConvTranspose, ModulesMatchPyTorch) {
   EXPECT_GT(t3.weight().abs().amax().item<double>(), 0.8 * bound);
   EXPECT_LE(t3.bias().abs().amax().item<double>(), bound);
   EXPECT_EQ(t3(randn({2, 4, 3, 3, 3})).sizes(), (Shape{2, 6, 5, 5, 5}));
+  // output_size picks output_padding: sizes 5 and 6 are both reachable with stride 2
+  nn::ConvTranspose2d up(2, 2, {3}, {2}, {1});
+  EXPECT_EQ(up.forward(randn({1, 2, 3, 3}), {6, 5}).sizes(), (Shape{1, 2, 6, 5}));
+  EXPECT_EQ(up.forward(randn({1, 2, 3, 3}), {1, 2, 5, 6}).sizes(), (Shape{1, 2, 5, 6}));
+  EXPECT_THROW_MSG(up.forward(randn({1, 2, 3, 3}), {7, 5}), "dim 0 must be between 5 and 6, got 7");
   nn::ConvTranspose1d t1(3, 2, 4, 2, 1);
   EXPECT_EQ(t1.weight().sizes(), (Shape{3, 2, 4}));
   EXPECT_EQ(t1(randn({3, 5})).sizes(), (Shape{2, 10}));
