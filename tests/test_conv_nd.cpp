@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "graphs/compile.h"
 #include "ops/conv_kernels.h"
 #include "support/test_support.h"
 
@@ -369,6 +370,46 @@ TEST(ConvNd, AutocastRunsInLowPrecision) {
   AutocastGuard off(kCPU, kBFloat16, false);
   expect_close(y.to(kFloat32), conv3d(x.to(kBFloat16), w.to(kBFloat16)).to(kFloat32), 0, 0);
   expect_close(t.to(kFloat32), conv_transpose3d(x, wt), 2e-2, 2e-2);
+}
+
+// Traced and compiled, the 3-D, transposed and padded convolutions and the N-d pools give eager's
+// values and gradients (aot_eager on the CPU; CUDA graphs on the GPU, every call after the first replayed).
+void expect_compiled_matches_eager(const std::string& backend, Device device) {
+  manual_seed(6);
+  auto conv = std::make_shared<nn::Conv3d>(2, 4, Shape{3}, Shape{1}, ConvPadding(1), Shape{1}, 1, true, "circular",
+                                           TensorOptions{.device = device});
+  auto up = std::make_shared<nn::ConvTranspose3d>(4, 2, Shape{2}, Shape{2}, Shape{0}, Shape{0}, 1, true, Shape{1},
+                                                  TensorOptions{.device = device});
+  auto fn = [conv, up](const Tensor& x) {
+    Tensor h = max_pool3d((*conv)(x).relu(), {2});
+    return avg_pool3d((*up)(h), {3}, {1}, {1}, false, true, 4).sum();
+  };
+  auto compiled = compile(fn, CompileOptions{.backend = backend});
+  for (int i = 0; i < 3; ++i) {
+    Tensor x = randn({2, 2, 4, 6, 4}, {.device = device});
+    Tensor xe = x.detach().requires_grad_(true), xc = x.detach().clone().requires_grad_(true);
+    Tensor le = fn(xe);
+    le.backward();
+    const Tensor gw = conv->weight().grad().clone(), gu = up->weight().grad().clone();
+    conv->zero_grad();
+    up->zero_grad();
+    Tensor lc = compiled(xc);
+    lc.backward();
+    expect_close(lc, le, 1e-4, 1e-5);
+    expect_close(xc.grad(), xe.grad(), 1e-4, 1e-5);
+    expect_close(conv->weight().grad(), gw, 1e-4, 1e-5);
+    expect_close(up->weight().grad(), gu, 1e-4, 1e-5);
+    conv->zero_grad();
+    up->zero_grad();
+  }
+  EXPECT_EQ(compiled.counters().compilations, 1);
+}
+
+TEST(ConvNd, CompiledMatchesEager) { expect_compiled_matches_eager("aot_eager", kCPU); }
+
+TEST(ConvNdCuda, CapturedInCudaGraphsMatchesEager) {
+  TG_REQUIRE_CUDA();
+  expect_compiled_matches_eager("cudagraphs", cuda_device(0));
 }
 
 TEST(ConvNdCuda, CudnnMatchesCpu) {
