@@ -1,6 +1,6 @@
-// Convolution ops: conv2d forward and its two backward products, each an op with a shape rule, CPU
-// and CUDA kernels and a VJP written with the other two (all three are bilinear), plus conv1d and
-// the "same"/"valid" padding rules as compositions.
+// Convolution ops: the 2-D/3-D forward and its two backward products, each an op with a shape rule,
+// CPU and CUDA kernels and a VJP written with the other two (all three are bilinear), plus conv1d and
+// the "same"/"valid" padding rules as compositions. Transposed convolutions: ops/conv_transpose.cpp.
 #include "ops/conv.h"
 
 #include "ops/autocast.h"
@@ -14,20 +14,20 @@
 namespace tg {
 namespace {
 
-std::string pair_str(const std::array<int64_t, 2>& a) {
-  return "[" + std::to_string(a[0]) + ", " + std::to_string(a[1]) + "]";
+std::string list_str(const std::array<int64_t, 3>& a, int n) {
+  return shape_str(Shape(a.begin(), a.begin() + n));
 }
 
-// Output extent of one spatial dim.
-int64_t out_extent(int64_t in, int64_t k, const Conv2dParams& p, int d) {
+// Output extent of spatial dim d.
+int64_t out_extent(int64_t in, int64_t k, const ConvParams& p, int d) {
   return (in + 2 * p.padding[d] - p.dilation[d] * (k - 1) - 1) / p.stride[d] + 1;
 }
 
-void check_params(const char* op, const Conv2dParams& p) {
-  for (int d = 0; d < 2; ++d) {
-    TG_CHECK(p.stride[d] > 0, "[", op, "] expected positive stride, got ", pair_str(p.stride));
-    TG_CHECK(p.padding[d] >= 0, "[", op, "] expected non-negative padding, got ", pair_str(p.padding));
-    TG_CHECK(p.dilation[d] > 0, "[", op, "] expected positive dilation, got ", pair_str(p.dilation));
+void check_params(const char* op, const ConvParams& p) {
+  for (int d = 0; d < p.spatial; ++d) {
+    TG_CHECK(p.stride[d] > 0, "[", op, "] expected positive stride, got ", list_str(p.stride, p.spatial));
+    TG_CHECK(p.padding[d] >= 0, "[", op, "] expected non-negative padding, got ", list_str(p.padding, p.spatial));
+    TG_CHECK(p.dilation[d] > 0, "[", op, "] expected positive dilation, got ", list_str(p.dilation, p.spatial));
   }
   TG_CHECK(p.groups > 0, "[", op, "] expected positive groups, got ", p.groups);
 }
@@ -37,27 +37,36 @@ void check_same_dtype(const char* op, const Tensor& a, const char* wa, const Ten
            dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
 }
 
-// Validates input [N, C, H, W] against weight [O, C/groups, kH, kW]; returns the output sizes.
-Shape conv_output_sizes(const char* op, const Shape& x, const Shape& w, const Conv2dParams& p) {
+// Validates input [N, C, *spatial] against weight [O, C/groups, *kernel]; returns the output sizes.
+Shape conv_output_sizes(const char* op, const Shape& x, const Shape& w, const ConvParams& p) {
   check_params(op, p);
-  TG_CHECK(x.size() == 4, "[", op, "] expected a 4-D input [N, C, H, W], got shape ", shape_str(x));
-  TG_CHECK(w.size() == 4, "[", op, "] expected a 4-D weight [C_out, C_in/groups, kH, kW], got shape ", shape_str(w));
-  TG_CHECK(w[0] > 0 && w[1] > 0 && w[2] > 0 && w[3] > 0, "[", op, "] expected a weight with non-zero channel and kernel sizes, "
-           "got shape ", shape_str(w));
+  const size_t rank = static_cast<size_t>(p.spatial) + 2;
+  const bool three = p.spatial == 3;
+  TG_CHECK(x.size() == rank, "[", op, "] expected a ", rank, "-D input ", three ? "[N, C, D, H, W]" : "[N, C, H, W]",
+           ", got shape ", shape_str(x));
+  TG_CHECK(w.size() == rank, "[", op, "] expected a ", rank, "-D weight ",
+           three ? "[C_out, C_in/groups, kD, kH, kW]" : "[C_out, C_in/groups, kH, kW]", ", got shape ", shape_str(w));
+  bool nonzero = true;
+  for (int64_t v : w) nonzero = nonzero && v > 0;
+  TG_CHECK(nonzero, "[", op, "] expected a weight with non-zero channel and kernel sizes, got shape ", shape_str(w));
   TG_CHECK(x[1] == w[1] * p.groups, "[", op, "] expected input of shape ", shape_str(x), " to have ", w[1] * p.groups,
            " channels (weight ", shape_str(w), " times groups=", p.groups, "), but got ", x[1], " channels");
   TG_CHECK(w[0] % p.groups == 0, "[", op, "] expected out_channels (", w[0], ") to be divisible by groups (", p.groups,
            ")");
-  TG_CHECK(x[2] > 0 && x[3] > 0, "[", op, "] expected an input with non-zero spatial sizes, got shape ", shape_str(x));
-  Shape out{x[0], w[0], 0, 0};
-  for (int d = 0; d < 2; ++d) {
-    const int64_t padded = x[2 + d] + 2 * p.padding[d];
-    const int64_t span = p.dilation[d] * (w[2 + d] - 1) + 1;
-    TG_CHECK(padded >= span, "[", op, "] input of shape ", shape_str(x), " with padding ", pair_str(p.padding),
-             " is smaller than the dilated kernel (", p.dilation[0] * (w[2] - 1) + 1, "x",
-             p.dilation[1] * (w[3] - 1) + 1, ")");
-    out[2 + d] = out_extent(x[2 + d], w[2 + d], p, d);
+  Shape out{x[0], w[0]};
+  std::string span_str;
+  bool fits = true;
+  for (int d = 0; d < p.spatial; ++d) {
+    const size_t at = static_cast<size_t>(2 + d);
+    TG_CHECK(x[at] > 0, "[", op, "] expected an input with non-zero spatial sizes, got shape ", shape_str(x));
+    const int64_t span = p.dilation[d] * (w[at] - 1) + 1;
+    if (d > 0) span_str += 'x';
+    span_str += std::to_string(span);
+    fits = fits && x[at] + 2 * p.padding[d] >= span;
+    out.push_back(out_extent(x[at], w[at], p, d));
   }
+  TG_CHECK(fits, "[", op, "] input of shape ", shape_str(x), " with padding ", list_str(p.padding, p.spatial),
+           " is smaller than the dilated kernel (", span_str, ")");
   return out;
 }
 
@@ -66,121 +75,128 @@ void check_operands(const char* op, const TensorList& in) {
   for (size_t i = 1; i < in.size(); ++i) check_same_dtype(op, in[0], "the first operand", in[i], "the others");
 }
 
-class Conv2dOp final : public Op {
+class ConvOp final : public Op {
  public:
-  Conv2dOp(Conv2dParams p, bool has_bias) : p_(p), has_bias_(has_bias) {}
+  ConvOp(ConvParams p, bool has_bias) : p_(p), has_bias_(has_bias) {}
   const OpSchema& schema() const override {
-    static const OpSchema s{.name = "conv2d"};
-    return s;
+    static const OpSchema s2{.name = "conv2d"}, s3{.name = "conv3d"};
+    return p_.spatial == 3 ? s3 : s2;
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
-    check_operands("conv2d", in);
-    const Shape out = conv_output_sizes("conv2d", in[0].sizes(), in[1].sizes(), p_);
-    TG_CHECK(in.size() == (has_bias_ ? 3u : 2u), "[conv2d] expected ", has_bias_ ? 3 : 2, " operands, got ", in.size());
+    const char* op = schema().name.data();
+    check_operands(op, in);
+    const Shape out = conv_output_sizes(op, in[0].sizes(), in[1].sizes(), p_);
+    TG_CHECK(in.size() == (has_bias_ ? 3u : 2u), "[", op, "] expected ", has_bias_ ? 3 : 2, " operands, got ", in.size());
     if (has_bias_)
-      TG_CHECK(in[2].sizes() == Shape{in[1].size(0)}, "[conv2d] expected bias of shape [", in[1].size(0),
+      TG_CHECK(in[2].sizes() == Shape{in[1].size(0)}, "[", op, "] expected bias of shape [", in[1].size(0),
                "] (out_channels), got ", shape_str(in[2].sizes()));
-    return single_output(contiguous_meta(out, in[0].dtype(), common_device("conv2d", in)));
+    return single_output(contiguous_meta(out, in[0].dtype(), common_device(op, in)));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     if (out[0].numel() == 0) return;
     const Tensor bias = in.size() == 3 ? in[2] : Tensor();
 #ifdef TG_WITH_CUDA
-    if (out[0].is_cuda()) return cuda::conv2d_forward(in[0], in[1], bias, out[0], p_);
+    if (out[0].is_cuda()) return cuda::conv_forward(in[0], in[1], bias, out[0], p_);
 #endif
     if (eval_widened(*this, in, out)) return;  // the CPU convolutions compute 16-bit floats in float32
-    cpu_conv2d_forward(in[0], in[1], bias, out[0], p_);
+    cpu_conv_forward(in[0], in[1], bias, out[0], p_);
   }
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override;
   std::string attrs() const override { return p_.str(); }
 
  private:
-  Conv2dParams p_;
+  ConvParams p_;
   bool has_bias_;
 };
 
 // grad_input = conv2d_backward_input(grad_output, weight): linear in each argument.
-class Conv2dBackwardInputOp final : public Op {
+class ConvBackwardInputOp final : public Op {
  public:
-  Conv2dBackwardInputOp(Shape input_sizes, Conv2dParams p) : input_sizes_(std::move(input_sizes)), p_(p) {}
+  ConvBackwardInputOp(Shape input_sizes, ConvParams p) : input_sizes_(std::move(input_sizes)), p_(p) {}
   const OpSchema& schema() const override {
-    static const OpSchema s{.name = "conv2d_backward_input"};
-    return s;
+    static const OpSchema s2{.name = "conv2d_backward_input"}, s3{.name = "conv3d_backward_input"};
+    return p_.spatial == 3 ? s3 : s2;
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
-    check_operands("conv2d_backward_input", in);
-    const Shape out = conv_output_sizes("conv2d_backward_input", input_sizes_, in[1].sizes(), p_);
-    TG_CHECK(in[0].sizes() == out, "[conv2d_backward_input] expected grad_output of shape ", shape_str(out),
-             ", got ", shape_str(in[0].sizes()));
-    return single_output(contiguous_meta(input_sizes_, in[0].dtype(), common_device("conv2d_backward_input", in)));
+    const char* op = schema().name.data();
+    check_operands(op, in);
+    const Shape out = conv_output_sizes(op, input_sizes_, in[1].sizes(), p_);
+    TG_CHECK(in[0].sizes() == out, "[", op, "] expected grad_output of shape ", shape_str(out), ", got ",
+             shape_str(in[0].sizes()));
+    return single_output(contiguous_meta(input_sizes_, in[0].dtype(), common_device(op, in)));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     if (out[0].numel() == 0) return;
 #ifdef TG_WITH_CUDA
-    if (out[0].is_cuda()) return cuda::conv2d_backward_input(in[0], in[1], out[0], p_);
+    if (out[0].is_cuda()) return cuda::conv_backward_input(in[0], in[1], out[0], p_);
 #endif
     if (eval_widened(*this, in, out)) return;  // the CPU convolutions compute 16-bit floats in float32
-    cpu_conv2d_backward_input(in[0], in[1], out[0], p_);
+    cpu_conv_backward_input(in[0], in[1], out[0], p_);
   }
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override;
   std::string attrs() const override { return p_.str() + ", input_sizes=" + shape_str(input_sizes_); }
 
  private:
   Shape input_sizes_;
-  Conv2dParams p_;
+  ConvParams p_;
 };
 
 // grad_weight = conv2d_backward_weight(grad_output, input): linear in each argument.
-class Conv2dBackwardWeightOp final : public Op {
+class ConvBackwardWeightOp final : public Op {
  public:
-  Conv2dBackwardWeightOp(Shape weight_sizes, Conv2dParams p) : weight_sizes_(std::move(weight_sizes)), p_(p) {}
+  ConvBackwardWeightOp(Shape weight_sizes, ConvParams p) : weight_sizes_(std::move(weight_sizes)), p_(p) {}
   const OpSchema& schema() const override {
-    static const OpSchema s{.name = "conv2d_backward_weight"};
-    return s;
+    static const OpSchema s2{.name = "conv2d_backward_weight"}, s3{.name = "conv3d_backward_weight"};
+    return p_.spatial == 3 ? s3 : s2;
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
-    check_operands("conv2d_backward_weight", in);
-    const Shape out = conv_output_sizes("conv2d_backward_weight", in[1].sizes(), weight_sizes_, p_);
-    TG_CHECK(in[0].sizes() == out, "[conv2d_backward_weight] expected grad_output of shape ", shape_str(out),
-             ", got ", shape_str(in[0].sizes()));
-    return single_output(contiguous_meta(weight_sizes_, in[0].dtype(), common_device("conv2d_backward_weight", in)));
+    const char* op = schema().name.data();
+    check_operands(op, in);
+    const Shape out = conv_output_sizes(op, in[1].sizes(), weight_sizes_, p_);
+    TG_CHECK(in[0].sizes() == out, "[", op, "] expected grad_output of shape ", shape_str(out), ", got ",
+             shape_str(in[0].sizes()));
+    return single_output(contiguous_meta(weight_sizes_, in[0].dtype(), common_device(op, in)));
   }
   void eval(const TensorList& in, TensorList& out) const override {
     if (out[0].numel() == 0) return;
 #ifdef TG_WITH_CUDA
-    if (out[0].is_cuda()) return cuda::conv2d_backward_weight(in[0], in[1], out[0], p_);
+    if (out[0].is_cuda()) return cuda::conv_backward_weight(in[0], in[1], out[0], p_);
 #endif
     if (eval_widened(*this, in, out)) return;  // the CPU convolutions compute 16-bit floats in float32
-    cpu_conv2d_backward_weight(in[0], in[1], out[0], p_);
+    cpu_conv_backward_weight(in[0], in[1], out[0], p_);
   }
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override;
   std::string attrs() const override { return p_.str() + ", weight_sizes=" + shape_str(weight_sizes_); }
 
  private:
   Shape weight_sizes_;
-  Conv2dParams p_;
+  ConvParams p_;
 };
 
 // The kernels read contiguous operands; contiguous() is an op, so traces see the copy.
 Tensor packed(const Tensor& t) { return t.contiguous(); }
 
-Tensor forward_op(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) {
-  if (b.defined()) return call_op<Conv2dOp>({packed(x), packed(w), packed(b)}, p, true);
-  return call_op<Conv2dOp>({packed(x), packed(w)}, p, false);
+Tensor forward_op(const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p) {
+  if (b.defined()) return call_op<ConvOp>({packed(x), packed(w), packed(b)}, p, true);
+  return call_op<ConvOp>({packed(x), packed(w)}, p, false);
 }
 
-TensorList Conv2dOp::backward(const BackwardContext& ctx, const TensorList& grads) const {
+TensorList ConvOp::backward(const BackwardContext& ctx, const TensorList& grads) const {
   const Tensor& g = grads[0];
   TensorList out;
   out.push_back(ctx.needs_input_grad(0) ? conv2d_backward_input(g, ctx.input(1), ctx.input_meta(0).sizes, p_)
                                         : Tensor());
   out.push_back(ctx.needs_input_grad(1) ? conv2d_backward_weight(g, ctx.input(0), ctx.input_meta(1).sizes, p_)
                                         : Tensor());
-  if (has_bias_) out.push_back(ctx.needs_input_grad(2) ? sum(g, {0, 2, 3}) : Tensor());
+  if (has_bias_) {
+    Shape dims{0};
+    for (int64_t d = 2; d < g.dim(); ++d) dims.push_back(d);
+    out.push_back(ctx.needs_input_grad(2) ? sum(g, dims) : Tensor());
+  }
   return out;
 }
 
-TensorList Conv2dBackwardInputOp::backward(const BackwardContext& ctx, const TensorList& grads) const {
+TensorList ConvBackwardInputOp::backward(const BackwardContext& ctx, const TensorList& grads) const {
   // gx = A_w^T gy: d/d gy of <ggx, gx> is conv(ggx, w); d/dw is conv2d_backward_weight(gy, ggx).
   const Tensor& gg = grads[0];
   Tensor d_gy, d_w;
@@ -189,7 +205,7 @@ TensorList Conv2dBackwardInputOp::backward(const BackwardContext& ctx, const Ten
   return {d_gy, d_w};
 }
 
-TensorList Conv2dBackwardWeightOp::backward(const BackwardContext& ctx, const TensorList& grads) const {
+TensorList ConvBackwardWeightOp::backward(const BackwardContext& ctx, const TensorList& grads) const {
   // gw = B(gy, x) with <ggw, gw> = <conv(x, ggw), gy>.
   const Tensor& gg = grads[0];
   Tensor d_gy, d_x;
@@ -198,14 +214,8 @@ TensorList Conv2dBackwardWeightOp::backward(const BackwardContext& ctx, const Te
   return {d_gy, d_x};
 }
 
-// One or two values for the two spatial dims.
-std::array<int64_t, 2> two(const char* op, const char* what, const Shape& v) {
-  TG_CHECK(v.size() == 1 || v.size() == 2, "[", op, "] expected ", what, " as one or two values, got ",
-           shape_str(v));
-  return v.size() == 1 ? std::array<int64_t, 2>{v[0], v[0]} : std::array<int64_t, 2>{v[0], v[1]};
-}
-
-// conv over the last `spatial` (1 or 2) dims of a batched input, with PyTorch's padding modes.
+// conv over the last `spatial` (1, 2 or 3) dims of a batched or unbatched input, with PyTorch's
+// padding modes; a 1-D convolution runs as a 2-D one over a height of 1.
 Tensor conv_nd(const char* op, int spatial, Tensor input, Tensor weight, const Tensor& bias, const Shape& stride,
                const ConvPadding& padding, const Shape& dilation, int64_t groups) {
   TG_CHECK(input.defined() && weight.defined(), "[", op, "] got an undefined input or weight");
@@ -219,17 +229,10 @@ Tensor conv_nd(const char* op, int spatial, Tensor input, Tensor weight, const T
              "] (out_channels), got ", shape_str(bias.sizes()));
   const bool unbatched = input.dim() == batched_dim - 1;
   if (unbatched) input = unsqueeze(input, 0);
-  // A 1-D convolution runs over a height of 1: stride/dilation 1 and padding 0 along it.
-  auto widen = [&](const char* what, const Shape& v, int64_t height_value = 1) {
-    TG_CHECK(v.size() == 1 || static_cast<int>(v.size()) == spatial, "[", op, "] expected ", what, " as ",
-             spatial == 1 ? "one value" : "one or two values", ", got ", shape_str(v));
-    Shape w = spatial == 1 ? Shape{height_value} : Shape{};
-    w.insert(w.end(), v.begin(), v.end());
-    return two(op, what, w);
-  };
-  Conv2dParams p;
-  p.stride = widen("stride", stride);
-  p.dilation = widen("dilation", dilation);
+  ConvParams p;
+  p.spatial = spatial == 3 ? 3 : 2;
+  p.stride = conv_detail::per_dim(op, "stride", stride, spatial, 1);
+  p.dilation = conv_detail::per_dim(op, "dilation", dilation, spatial, 1);
   p.groups = groups;
   if (spatial == 1) {
     input = unsqueeze(input, 2);
@@ -239,19 +242,22 @@ Tensor conv_nd(const char* op, int spatial, Tensor input, Tensor weight, const T
     TG_CHECK(*mode == "same" || *mode == "valid", "[", op, "] padding must be \"same\", \"valid\" or amounts, got \"",
              *mode, "\"");
     if (*mode == "same") {
-      TG_CHECK(p.stride[0] == 1 && p.stride[1] == 1, "[", op,
-               "] padding='same' is not supported for strided convolutions (stride ", shape_str(stride), ")");
-      Shape extra(4, 0);  // pad() order: last dim first
-      for (int d = 0; d < 2; ++d) {
+      for (int d = 0; d < p.spatial; ++d)
+        TG_CHECK(p.stride[d] == 1, "[", op, "] padding='same' is not supported for strided convolutions (stride ",
+                 shape_str(stride), ")");
+      Shape extra(static_cast<size_t>(2 * p.spatial), 0);  // pad() order: last dim first
+      bool asymmetric = false;
+      for (int d = 0; d < p.spatial; ++d) {
         const int64_t total = p.dilation[d] * (weight.size(2 + d) - 1);
         p.padding[d] = total / 2;
-        extra[static_cast<size_t>((1 - d) * 2 + 1)] = total - 2 * (total / 2);
+        const int64_t rest = total - 2 * (total / 2);
+        extra[static_cast<size_t>((p.spatial - 1 - d) * 2 + 1)] = rest;
+        asymmetric = asymmetric || rest != 0;
       }
-      if (extra[1] != 0 || extra[3] != 0) input = pad(input, extra);
+      if (asymmetric) input = pad(input, extra);
     }
   } else {
-    const Shape& amounts = std::get<Shape>(padding.value);
-    p.padding = widen("padding", amounts, 0);
+    p.padding = conv_detail::per_dim(op, "padding", std::get<Shape>(padding.value), spatial, 0);
   }
   check_params(op, p);
   Tensor out = forward_op(input, weight, bias, p);
@@ -262,9 +268,23 @@ Tensor conv_nd(const char* op, int spatial, Tensor input, Tensor weight, const T
 
 }  // namespace
 
-std::string Conv2dParams::str() const {
-  return "stride=" + pair_str(stride) + ", padding=" + pair_str(padding) + ", dilation=" + pair_str(dilation) +
-         ", groups=" + std::to_string(groups);
+namespace conv_detail {
+
+std::array<int64_t, 3> per_dim(const char* op, const char* what, const Shape& v, int spatial, int64_t height_value) {
+  static const char* counts[] = {"one value", "one or two values", "one or three values"};
+  TG_CHECK(v.size() == 1 || static_cast<int>(v.size()) == spatial, "[", op, "] expected ", what, " as ",
+           counts[spatial - 1], ", got ", shape_str(v));
+  std::array<int64_t, 3> out{height_value, height_value, height_value};
+  const int first = spatial == 1 ? 1 : 0;  // a 1-D list fills the width of a 2-D convolution
+  for (int i = 0; i < spatial; ++i) out[static_cast<size_t>(first + i)] = v.size() == 1 ? v[0] : v[static_cast<size_t>(i)];
+  return out;
+}
+
+}  // namespace conv_detail
+
+std::string ConvParams::str() const {
+  return "stride=" + list_str(stride, spatial) + ", padding=" + list_str(padding, spatial) +
+         ", dilation=" + list_str(dilation, spatial) + ", groups=" + std::to_string(groups);
 }
 
 Tensor conv1d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, Shape stride, ConvPadding padding,
@@ -283,14 +303,22 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
   return conv_nd("conv2d", 2, input, weight, bias, stride, padding, dilation, groups);
 }
 
+Tensor conv3d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, Shape stride, ConvPadding padding,
+              Shape dilation, int64_t groups) {
+  const Tensor input = autocast::to_low(input_in);
+  const Tensor weight = autocast::to_low(weight_in);
+  const Tensor bias = autocast::to_low(bias_in);
+  return conv_nd("conv3d", 3, input, weight, bias, stride, padding, dilation, groups);
+}
+
 Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Shape& input_sizes,
-                             const Conv2dParams& params) {
-  return call_op<Conv2dBackwardInputOp>({packed(grad_output), packed(weight)}, input_sizes, params);
+                             const ConvParams& params) {
+  return call_op<ConvBackwardInputOp>({packed(grad_output), packed(weight)}, input_sizes, params);
 }
 
 Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Shape& weight_sizes,
-                              const Conv2dParams& params) {
-  return call_op<Conv2dBackwardWeightOp>({packed(grad_output), packed(input)}, weight_sizes, params);
+                              const ConvParams& params) {
+  return call_op<ConvBackwardWeightOp>({packed(grad_output), packed(input)}, weight_sizes, params);
 }
 
 }  // namespace tg

@@ -1,5 +1,6 @@
-// Convolutions (conv1d, conv2d) with gradients for input, weight and bias; the two backward products
-// are ops of their own whose gradients are convolutions again, so every order of derivative exists.
+// Convolutions (conv1d/2d/3d) and transposed convolutions (conv_transpose1d/2d/3d) with gradients
+// for input, weight and bias; the two backward products are ops of their own whose gradients are
+// convolutions again, so every order of derivative exists.
 #pragma once
 
 #include <array>
@@ -22,16 +23,19 @@ struct ConvPadding {
   ConvPadding(std::string mode) : value(std::move(mode)) {}  // NOLINT
 };
 
-// The geometry of a 2-D convolution shared by the forward and both backward ops (1-D convolutions
-// run as 2-D ones over a height of 1).
-struct Conv2dParams {
-  std::array<int64_t, 2> stride{1, 1};
-  std::array<int64_t, 2> padding{0, 0};
-  std::array<int64_t, 2> dilation{1, 1};
+// The geometry of a 2-D or 3-D convolution shared by the forward and both backward ops (1-D
+// convolutions run as 2-D ones over a height of 1). Entries past `spatial` are unused.
+struct ConvParams {
+  int spatial = 2;  // 2 or 3
+  std::array<int64_t, 3> stride{1, 1, 1};
+  std::array<int64_t, 3> padding{0, 0, 0};
+  std::array<int64_t, 3> dilation{1, 1, 1};
   int64_t groups = 1;
   // "stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=1" for printing.
   std::string str() const;
 };
+// The name the 2-D convolutions had before 3-D ones existed.
+using Conv2dParams = ConvParams;
 
 // Cross-correlation of input [N, C_in, L] (or unbatched [C_in, L]) with weight [C_out, C_in/groups, K],
 // plus bias [C_out] when defined.
@@ -43,12 +47,28 @@ Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
               ConvPadding padding = 0, Shape dilation = {1}, int64_t groups = 1);
 
-// The gradient of conv2d w.r.t. its input, given grad_output and weight (a transposed convolution
-// producing `input_sizes`).
+// Cross-correlation of input [N, C_in, D, H, W] (or unbatched [C_in, D, H, W]) with weight
+// [C_out, C_in/groups, kD, kH, kW], plus bias [C_out] when defined; lists take one value or three.
+Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
+              ConvPadding padding = 0, Shape dilation = {1}, int64_t groups = 1);
+
+// Transposed convolutions (the gradient of conv w.r.t. its input, as a layer) of input
+// [N, C_in, *spatial] (or unbatched) with weight [C_in, C_out/groups, *kernel], plus bias [C_out];
+// output extent (in - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1.
+// Arguments in PyTorch's order; lists take one value or one per spatial dim.
+Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
+                        Shape padding = {0}, Shape output_padding = {0}, int64_t groups = 1, Shape dilation = {1});
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
+                        Shape padding = {0}, Shape output_padding = {0}, int64_t groups = 1, Shape dilation = {1});
+Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
+                        Shape padding = {0}, Shape output_padding = {0}, int64_t groups = 1, Shape dilation = {1});
+
+// The gradient of a 2-D or 3-D convolution w.r.t. its input, given grad_output and weight (a
+// transposed convolution producing `input_sizes`).
 Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Shape& input_sizes,
-                             const Conv2dParams& params);
-// The gradient of conv2d w.r.t. its weight, given grad_output and input.
+                             const ConvParams& params);
+// The gradient of a 2-D or 3-D convolution w.r.t. its weight, given grad_output and input.
 Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Shape& weight_sizes,
-                              const Conv2dParams& params);
+                              const ConvParams& params);
 
 }  // namespace tg

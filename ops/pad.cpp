@@ -1,3 +1,4 @@
+// F.pad: the padded tensor as a cat of the input with views of it (or constant blocks), per dim.
 #include "ops/pad.h"
 
 #include "ops/factory.h"
@@ -20,6 +21,7 @@ Tensor border(const Tensor& x, int64_t d, int64_t amount, bool front, const std:
     sizes[static_cast<size_t>(d)] = amount;
     return expand(narrow(x, d, front ? 0 : n - 1, 1), sizes);
   }
+  if (mode == "circular") return narrow(x, d, front ? n - amount : 0, amount);
   // reflect: before = x[amount], ..., x[1]; after = x[n-2], ..., x[n-1-amount]
   TensorList pieces;
   for (int64_t i = 0; i < amount; ++i) pieces.push_back(narrow(x, d, front ? amount - i : n - 2 - i, 1));
@@ -30,8 +32,8 @@ Tensor border(const Tensor& x, int64_t d, int64_t amount, bool front, const std:
 
 Tensor pad(const Tensor& x, const Shape& amounts, const std::string& mode, double value) {
   TG_CHECK(x.defined(), "[pad] got an undefined tensor");
-  TG_CHECK(mode == "constant" || mode == "reflect" || mode == "replicate",
-           "[pad] mode must be \"constant\", \"reflect\" or \"replicate\", got \"", mode, "\"");
+  TG_CHECK(mode == "constant" || mode == "reflect" || mode == "replicate" || mode == "circular",
+           "[pad] mode must be \"constant\", \"reflect\", \"replicate\" or \"circular\", got \"", mode, "\"");
   TG_CHECK(amounts.size() % 2 == 0, "[pad] padding length must be divisible by 2, got ", shape_str(amounts));
   const int64_t dims = static_cast<int64_t>(amounts.size()) / 2;
   TG_CHECK(dims <= x.dim(), "[pad] padding length ", amounts.size(), " is too large for input of shape ",
@@ -57,6 +59,10 @@ Tensor pad(const Tensor& x, const Shape& amounts, const std::string& mode, doubl
       if (mode == "reflect")
         TG_CHECK(before < n && after < n, "[pad] reflect padding ", shape_str(amounts),
                  " must be smaller than the padded dim ", d, " of input shape ", shape_str(x.sizes()));
+      else if (mode == "circular")
+        TG_CHECK(before <= n && after <= n, "[pad] circular padding ", shape_str(amounts),
+                 " wraps around more than once: amounts must be at most the size of the padded dim ", d,
+                 " of input shape ", shape_str(x.sizes()));
       else
         TG_CHECK(n > 0 || (before == 0 && after == 0), "[pad] replicate padding of the empty dim ", d,
                  " of input shape ", shape_str(x.sizes()));

@@ -139,7 +139,7 @@ TEST(Pad, ModesAndErrors) {
   EXPECT_EQ(pad(x, {0, 0, 1, 0}).sizes(), (Shape{2, 4}));
   EXPECT_THROW_MSG(pad(x, {1}), "divisible by 2");
   EXPECT_THROW_MSG(pad(x, {4, 0}, "reflect"), "must be smaller than the padded dim");
-  EXPECT_THROW_MSG(pad(x, {1, 1}, "circular"), "mode must be");
+  EXPECT_THROW_MSG(pad(x, {1, 1}, "wrap"), "mode must be");
   EXPECT_THROW_MSG(pad(x, {1, 1, 1, 1, 1, 1}), "too large");
 }
 

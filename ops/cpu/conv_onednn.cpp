@@ -1,5 +1,5 @@
-// float32 convolutions on the CPU through oneDNN (plain NCHW/OIHW memory, so tensors are read and
-// written in place); primitives are built once per shape and cached. float64, which oneDNN lacks,
+// float32 2-D and 3-D convolutions on the CPU through oneDNN (plain NCHW/OIHW or NCDHW/OIDHW memory,
+// so tensors are read and written in place); primitives are built once per shape and cached. float64, which oneDNN lacks,
 // stays on im2col + GEMM (ops/cpu/conv.cpp).
 #ifdef TG_WITH_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
@@ -27,24 +27,29 @@ struct Geometry {
   memory::desc src, weights, dst, bias;
   memory::dims strides, dilates, pad_l, pad_r;
 
-  Geometry(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p) {
+  Geometry(const Shape& x, const Shape& w, const Shape& y, const ConvParams& p) {
+    const bool three = p.spatial == 3;
     const memory::dims xd(x.begin(), x.end()), yd(y.begin(), y.end());
-    src = memory::desc(xd, memory::data_type::f32, tag::nchw);
-    dst = memory::desc(yd, memory::data_type::f32, tag::nchw);
+    src = memory::desc(xd, memory::data_type::f32, three ? tag::ncdhw : tag::nchw);
+    dst = memory::desc(yd, memory::data_type::f32, three ? tag::ncdhw : tag::nchw);
     if (p.groups == 1) {
-      weights = memory::desc(memory::dims(w.begin(), w.end()), memory::data_type::f32, tag::oihw);
+      weights = memory::desc(memory::dims(w.begin(), w.end()), memory::data_type::f32, three ? tag::oidhw : tag::oihw);
     } else {
-      weights = memory::desc({p.groups, w[0] / p.groups, w[1], w[2], w[3]}, memory::data_type::f32, tag::goihw);
+      memory::dims gd{p.groups, w[0] / p.groups};
+      gd.insert(gd.end(), w.begin() + 1, w.end());
+      weights = memory::desc(gd, memory::data_type::f32, three ? tag::goidhw : tag::goihw);
     }
     bias = memory::desc({w[0]}, memory::data_type::f32, tag::x);
-    strides = {p.stride[0], p.stride[1]};
-    dilates = {p.dilation[0] - 1, p.dilation[1] - 1};
-    pad_l = {p.padding[0], p.padding[1]};
+    for (int i = 0; i < p.spatial; ++i) {
+      strides.push_back(p.stride[static_cast<size_t>(i)]);
+      dilates.push_back(p.dilation[static_cast<size_t>(i)] - 1);
+      pad_l.push_back(p.padding[static_cast<size_t>(i)]);
+    }
     pad_r = pad_l;  // oneDNN floors the output extent as PyTorch does
   }
 };
 
-std::string key_of(const char* what, const Shape& x, const Shape& w, bool bias, const Conv2dParams& p) {
+std::string key_of(const char* what, const Shape& x, const Shape& w, bool bias, const ConvParams& p) {
   std::ostringstream k;
   k << what << '|' << shape_str(x) << '|' << shape_str(w) << '|' << bias << '|' << p.str();
   return k.str();
@@ -75,8 +80,8 @@ memory mem(const memory::desc& d, const Tensor& t) { return memory(d, engine(), 
 
 }  // namespace
 
-void onednn_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
-                           const Conv2dParams& p) {
+void onednn_conv_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                           const ConvParams& p) {
   const Geometry g(x.sizes(), w.sizes(), y.sizes(), p);
   const bool with_bias = bias.defined();
   dnnl::primitive prim = cached(key_of("fwd", x.sizes(), w.sizes(), with_bias, p),
@@ -90,7 +95,7 @@ void onednn_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias,
   s.wait();
 }
 
-void onednn_conv2d_backward_input(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p) {
+void onednn_conv_backward_input(const Tensor& gy, const Tensor& w, const Tensor& gx, const ConvParams& p) {
   const Geometry g(gx.sizes(), w.sizes(), gy.sizes(), p);
   dnnl::primitive prim = cached(key_of("bwd_data", gx.sizes(), w.sizes(), false, p), [&] {
     const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, g.src, g.weights, g.dst,
@@ -105,7 +110,7 @@ void onednn_conv2d_backward_input(const Tensor& gy, const Tensor& w, const Tenso
   s.wait();
 }
 
-void onednn_conv2d_backward_weight(const Tensor& gy, const Tensor& x, const Tensor& gw, const Conv2dParams& p) {
+void onednn_conv_backward_weight(const Tensor& gy, const Tensor& x, const Tensor& gw, const ConvParams& p) {
   const Geometry g(x.sizes(), gw.sizes(), gy.sizes(), p);
   dnnl::primitive prim = cached(key_of("bwd_weights", x.sizes(), gw.sizes(), false, p), [&] {
     const dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, g.src, g.weights, g.dst,

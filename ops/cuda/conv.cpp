@@ -1,4 +1,4 @@
-// Convolutions on CUDA through cuDNN's legacy convolution API. The algorithm of each shape is chosen
+// 2-D and 3-D convolutions on CUDA through cuDNN's legacy convolution API. The algorithm of each shape is chosen
 // once and cached, so a call under graph capture only launches: by timing the candidates
 // (cudnnFind...Ex, as PyTorch's cudnn.benchmark, with as much scratch memory as the hungriest
 // algorithm asks for, up to 256 MiB) on the first call outside a capture, or from cuDNN's heuristics
@@ -38,6 +38,16 @@ cudnnDataType_t cudnn_type(DType dtype) {
 // products round the operands to TF32).
 bool tensor_cores_allowed(DType dtype) { return is_low_precision(dtype) || (dtype == kFloat32 && allow_tf32()); }
 
+std::vector<int> ints(const Shape& v) { return std::vector<int>(v.begin(), v.end()); }
+
+// A packed (contiguous) 4-D or 5-D tensor descriptor of `sizes`.
+void set_packed(cudnnTensorDescriptor_t d, const Shape& sizes, cudnnDataType_t t) {
+  const std::vector<int> dims = ints(sizes);
+  std::vector<int> strides(dims.size(), 1);
+  for (size_t i = dims.size() - 1; i > 0; --i) strides[i - 1] = strides[i] * std::max(dims[i], 1);
+  TG_CUDNN_CHECK(cudnnSetTensorNdDescriptor(d, t, static_cast<int>(dims.size()), dims.data(), strides.data()));
+}
+
 // The descriptors of one convolution (input x, filter w, output y), released on scope exit.
 struct Descriptors {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
@@ -45,22 +55,27 @@ struct Descriptors {
   cudnnConvolutionDescriptor_t conv = nullptr;
   bool tensor_cores = false;  // whether tensor-core algorithms may run
 
-  Descriptors(const Shape& xs, const Shape& ws, const Shape& ys, DType dtype, const Conv2dParams& p)
+  Descriptors(const Shape& xs, const Shape& ws, const Shape& ys, DType dtype, const ConvParams& p)
       : tensor_cores(tensor_cores_allowed(dtype)) {
     const cudnnDataType_t t = cudnn_type(dtype);
-    auto i = [](int64_t v) { return static_cast<int>(v); };
     TG_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
     TG_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
     TG_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
     TG_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
-    TG_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, t, i(xs[0]), i(xs[1]), i(xs[2]), i(xs[3])));
-    TG_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, t, i(ys[0]), i(ys[1]), i(ys[2]), i(ys[3])));
-    TG_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, t, CUDNN_TENSOR_NCHW, i(ws[0]), i(ws[1]), i(ws[2]), i(ws[3])));
-    TG_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, i(p.padding[0]), i(p.padding[1]), i(p.stride[0]),
-                                                   i(p.stride[1]), i(p.dilation[0]), i(p.dilation[1]),
+    set_packed(x, xs, t);
+    set_packed(y, ys, t);
+    const std::vector<int> wd = ints(ws);
+    TG_CUDNN_CHECK(cudnnSetFilterNdDescriptor(w, t, CUDNN_TENSOR_NCHW, static_cast<int>(wd.size()), wd.data()));
+    std::vector<int> pad, stride, dil;
+    for (int i = 0; i < p.spatial; ++i) {
+      pad.push_back(static_cast<int>(p.padding[static_cast<size_t>(i)]));
+      stride.push_back(static_cast<int>(p.stride[static_cast<size_t>(i)]));
+      dil.push_back(static_cast<int>(p.dilation[static_cast<size_t>(i)]));
+    }
+    TG_CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(conv, p.spatial, pad.data(), stride.data(), dil.data(),
                                                    CUDNN_CROSS_CORRELATION,
                                                    dtype == kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT));
-    TG_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, i(p.groups)));
+    TG_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, static_cast<int>(p.groups)));
     TG_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, tensor_cores ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
   }
   ~Descriptors() {
@@ -83,7 +98,7 @@ std::mutex g_cache_mutex;
 std::unordered_map<std::string, Choice> g_cache;
 
 std::string cache_key(const char* direction, const Shape& xs, const Shape& ws, DType dtype, int device,
-                      const Conv2dParams& p) {
+                      const ConvParams& p) {
   std::ostringstream k;
   k << direction << '|' << shape_str(xs) << '|' << shape_str(ws) << '|' << dtype_name(dtype) << '|' << device << '|'
     << p.str() << (tensor_cores_allowed(dtype) ? "|tc" : "");
@@ -209,13 +224,13 @@ struct Scaling {
 };
 
 void check_packed(const Tensor& t) {
-  TG_CHECK(t.is_contiguous(), "[conv2d] internal error: kernels expect contiguous operands, got strides ",
+  TG_CHECK(t.is_contiguous(), "[conv] internal error: kernels expect contiguous operands, got strides ",
            shape_str(t.strides()));
 }
 
 }  // namespace
 
-void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const Conv2dParams& p) {
+void conv_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const ConvParams& p) {
   check_packed(x);
   check_packed(w);
   const int dev = y.device().index;
@@ -251,10 +266,13 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   if (bias.defined()) {
     cudnnTensorDescriptor_t bd = nullptr;
     TG_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bd));
-    const cudnnStatus_t st = cudnnSetTensor4dDescriptorEx(bd, cudnn_type(bias.dtype()), 1,
-                                                          static_cast<int>(bias.size(0)), 1, 1,
-                                                          static_cast<int>(bias.size(0) * bias.strides()[0]),
-                                                          static_cast<int>(bias.strides()[0]), 1, 1);
+    // bias as [1, C, 1, 1(, 1)], broadcast over y by cudnnAddTensor
+    std::vector<int> dims(y.sizes().size(), 1), strides(y.sizes().size(), 1);
+    dims[1] = static_cast<int>(bias.size(0));
+    strides[1] = static_cast<int>(bias.strides()[0]);
+    strides[0] = dims[1] * strides[1];
+    const cudnnStatus_t st = cudnnSetTensorNdDescriptor(bd, cudnn_type(bias.dtype()), static_cast<int>(dims.size()),
+                                                        dims.data(), strides.data());
     const cudnnStatus_t add =
         st == CUDNN_STATUS_SUCCESS ? cudnnAddTensor(h, s.one(), bd, bias.raw_data(), s.one(), d.y, y.raw_data()) : st;
     cudnnDestroyTensorDescriptor(bd);
@@ -262,7 +280,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   }
 }
 
-void conv2d_backward_input(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p) {
+void conv_backward_input(const Tensor& gy, const Tensor& w, const Tensor& gx, const ConvParams& p) {
   check_packed(gy);
   check_packed(w);
   const int dev = gx.device().index;
@@ -295,7 +313,7 @@ void conv2d_backward_input(const Tensor& gy, const Tensor& w, const Tensor& gx, 
                                               c.workspace, s.zero(), d.x, gx.raw_data()));
 }
 
-void conv2d_backward_weight(const Tensor& gy, const Tensor& x, const Tensor& gw, const Conv2dParams& p) {
+void conv_backward_weight(const Tensor& gy, const Tensor& x, const Tensor& gw, const ConvParams& p) {
   check_packed(gy);
   check_packed(x);
   const int dev = gw.device().index;
