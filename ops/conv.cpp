@@ -79,7 +79,8 @@ class ConvOp final : public Op {
  public:
   ConvOp(ConvParams p, bool has_bias) : p_(p), has_bias_(has_bias) {}
   const OpSchema& schema() const override {
-    static const OpSchema s2{.name = "conv2d"}, s3{.name = "conv3d"};
+    static const OpSchema s2{.name = "conv2d", .flags = kComputeIntensive},
+        s3{.name = "conv3d", .flags = kComputeIntensive};
     return p_.spatial == 3 ? s3 : s2;
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
@@ -114,7 +115,8 @@ class ConvBackwardInputOp final : public Op {
  public:
   ConvBackwardInputOp(Shape input_sizes, ConvParams p) : input_sizes_(std::move(input_sizes)), p_(p) {}
   const OpSchema& schema() const override {
-    static const OpSchema s2{.name = "conv2d_backward_input"}, s3{.name = "conv3d_backward_input"};
+    static const OpSchema s2{.name = "conv2d_backward_input", .flags = kComputeIntensive},
+        s3{.name = "conv3d_backward_input", .flags = kComputeIntensive};
     return p_.spatial == 3 ? s3 : s2;
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
@@ -146,7 +148,8 @@ class ConvBackwardWeightOp final : public Op {
  public:
   ConvBackwardWeightOp(Shape weight_sizes, ConvParams p) : weight_sizes_(std::move(weight_sizes)), p_(p) {}
   const OpSchema& schema() const override {
-    static const OpSchema s2{.name = "conv2d_backward_weight"}, s3{.name = "conv3d_backward_weight"};
+    static const OpSchema s2{.name = "conv2d_backward_weight", .flags = kComputeIntensive},
+        s3{.name = "conv3d_backward_weight", .flags = kComputeIntensive};
     return p_.spatial == 3 ? s3 : s2;
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
