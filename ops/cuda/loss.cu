@@ -61,8 +61,8 @@ __global__ void nll_none_kernel(const T* x, NllLayout l, T* out) {
 
 constexpr int kSingleBlockThreads = 512;
 
-// The number of counted samples, summed by one block (every thread gets it back from thread 0's
-// slot only; callers read it on thread 0).
+// The number of counted samples, summed by one block of kSingleBlockThreads threads (the result is
+// valid on thread 0 only, as with cub::BlockReduce).
 __device__ __forceinline__ long long block_count(const NllLayout& l) {
   using CountReduce = cub::BlockReduce<long long, kSingleBlockThreads>;
   __shared__ typename CountReduce::TempStorage temp;
