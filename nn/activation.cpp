@@ -1,6 +1,7 @@
 #include "nn/activation.h"
 
 #include "ops/dropout.h"
+#include "ops/elementwise.h"
 #include "ops/unary.h"
 
 namespace tg::nn {
@@ -15,6 +16,16 @@ GELU::GELU(std::string approximate) : approximate_(std::move(approximate)) {
 Tensor GELU::forward(const Tensor& input) { return gelu(input, approximate_); }
 
 std::string GELU::extra_repr() const { return approximate_ == "none" ? "" : "approximate='" + approximate_ + "'"; }
+
+Tensor SiLU::forward(const Tensor& input) { return silu(input); }
+
+Softplus::Softplus(double beta, double threshold) : beta_(beta), threshold_(threshold) {}
+
+Tensor Softplus::forward(const Tensor& input) { return softplus(input, beta_, threshold_); }
+
+std::string Softplus::extra_repr() const {
+  return "beta=" + scalar_str(Scalar(beta_)) + ", threshold=" + scalar_str(Scalar(threshold_));
+}
 
 Dropout::Dropout(double p) { set_p(p); }
 

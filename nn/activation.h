@@ -26,6 +26,25 @@ class GELU : public Module {
   std::string approximate_;
 };
 
+// x * sigmoid(x) (also called swish).
+class SiLU : public Module {
+ public:
+  Tensor forward(const Tensor& input) override;
+  std::string type_name() const override { return "SiLU"; }
+};
+
+// log(1 + exp(beta * x)) / beta, reverting to x where beta * x > threshold.
+class Softplus : public Module {
+ public:
+  explicit Softplus(double beta = 1.0, double threshold = 20.0);
+  Tensor forward(const Tensor& input) override;
+  std::string type_name() const override { return "Softplus"; }
+  std::string extra_repr() const override;
+
+ private:
+  double beta_, threshold_;
+};
+
 // Zeroes elements with probability p in training mode (scaling the rest by 1 / (1 - p)); identity in eval mode.
 class Dropout : public Module {
  public:

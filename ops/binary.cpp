@@ -1,9 +1,12 @@
-// Binary arithmetic (add, sub, mul, div, maximum, minimum, their in-place and scalar forms) and the
-// fused gradient kernels of tanh, sigmoid, relu and gelu, which are binary ops of (grad, value).
+// Binary arithmetic (add, sub, mul, div, maximum, minimum, pow with a tensor exponent, their in-place
+// and scalar forms) and the fused gradient kernels of tanh, sigmoid, relu, gelu and silu, which are
+// binary ops of (grad, value).
 #include "ops/binary.h"
 
 #include <array>
+#include <cmath>
 
+#include "ops/autocast.h"
 #include "ops/compare.h"
 #include "ops/cpu/loops.h"
 #include "ops/dispatch.h"
@@ -25,14 +28,16 @@ constexpr uint32_t kEw = kElementwise;
 const OpSchema kOutOfPlace[] = {
     {"add", kEw},           {"sub", kEw},           {"mul", kEw},
     {"div", kEw},           {"maximum", kEw},       {"minimum", kEw},
+    {"pow", kEw},
     {"tanh_backward", kEw}, {"sigmoid_backward", kEw}, {"threshold_backward", kEw},
-    {"gelu_backward", kEw}, {"gelu_backward", kEw},
+    {"gelu_backward", kEw}, {"gelu_backward", kEw},    {"silu_backward", kEw},
 };
 const OpSchema kInPlaceSchemas[] = {
     {"add_", kEw | kInPlace, 0}, {"sub_", kEw | kInPlace, 0}, {"mul_", kEw | kInPlace, 0}, {"div_", kEw | kInPlace, 0},
 };
 const OpSchema kRsub{"rsub", kEw};
 const OpSchema kRdiv{"rdiv", kEw};
+const OpSchema kPowScalarBase{"pow", kEw};
 
 bool is_fused_gradient(BinaryKind k) { return k >= BinaryKind::TanhBackward; }
 
@@ -54,7 +59,7 @@ class BinaryOp final : public Op {
 
   const OpSchema& schema() const override {
     if (inplace_) return kInPlaceSchemas[static_cast<int>(kind_)];
-    if (side_ == ScalarSide::Left) return kind_ == BinaryKind::Sub ? kRsub : kRdiv;
+    if (side_ == ScalarSide::Left) return kind_ == BinaryKind::Sub ? kRsub : kind_ == BinaryKind::Pow ? kPowScalarBase : kRdiv;
     return kOutOfPlace[static_cast<int>(kind_)];
   }
 
@@ -141,13 +146,14 @@ class BinaryOp final : public Op {
       case BinaryKind::Sub: return {.inputs = false};
       case BinaryKind::Mul: return {.inputs = side_ == ScalarSide::None};
       case BinaryKind::Div: return {.inputs = side_ != ScalarSide::Right};
+      case BinaryKind::Pow: return {.inputs = true, .outputs = true};  // the exponent's gradient reads the result
       default: return {};
     }
   }
 
   std::string attrs() const override {
     std::string s;
-    if (side_ != ScalarSide::None) s = "other=" + scalar_str(scalar_);
+    if (side_ != ScalarSide::None) s = (side_ == ScalarSide::Left && kind_ == BinaryKind::Pow ? "self=" : "other=") + scalar_str(scalar_);
     if (!is_one(alpha_)) s += (s.empty() ? "alpha=" : ", alpha=") + scalar_str(alpha_);
     if (kind_ == BinaryKind::GeluTanhBackward) s = "approximate=tanh";
     return s;
@@ -179,6 +185,7 @@ class BinaryOp final : public Op {
       TG_CHECK(is_floating(r), "[", op, "] expected floating point tensors, got ",
                dtype_name(r));
     }
+    if (kind_ == BinaryKind::Pow) TG_CHECK(r != kBool, "[", op, "] is not supported for bool base and exponent");
   }
 
   void run(DType compute, const EwParams& p, const TensorIter& it, const Tensor& out) const {
@@ -205,6 +212,18 @@ class BinaryOp final : public Op {
         const Tensor a = ctx.input(0);  // d(s / a)/da = -s / a^2
         return div(mul(g, negated(scalar_)), mul(a, a));
       }
+      case BinaryKind::Pow: {
+        const Tensor t = ctx.input(0);
+        const Tensor zero = zero_like_scalar(g);
+        if (!left) {  // t ^ s: as pow(Tensor, Scalar)
+          if (scalar_.to_double() == 0.0) return zeros_like(g);
+          const Scalar e1 = scalar_.is_floating() ? Scalar(scalar_.to_double() - 1) : Scalar(scalar_.to_int() - 1);
+          return mul(g, mul(pow(t, e1), scalar_));
+        }
+        // s ^ t: out * log(s), and 0 where s == 0 and t >= 0 (PyTorch's pow_backward_exponent).
+        const Tensor d = mul(ctx.output(0), std::log(scalar_.to_double()));
+        return scalar_.to_double() == 0.0 ? mul(g, where(ge(t, 0), zero, d)) : mul(g, d);
+      }
       default: TG_FAIL("[", name(), "] has no scalar form");
     }
   }
@@ -230,6 +249,19 @@ class BinaryOp final : public Op {
         const Tensor q = div(g, b);
         gi[0] = q;
         if (need_b) gi[1] = neg(mul(q, div(ctx.input(0), b)));  // -g a / b^2
+        return;
+      }
+      case BinaryKind::Pow: {
+        // As PyTorch's pow_backward_self and pow_backward_exponent.
+        const Tensor a = ctx.input(0);
+        const Tensor b = ctx.input(1);
+        const Tensor zero = zero_like_scalar(g);
+        if (need_a) gi[0] = where(eq(b, 0), zero, mul(g, mul(b, pow(a, sub(b, 1)))));
+        if (need_b) {
+          const Tensor out = ctx.output(0);
+          const Tensor base = a.dtype() == out.dtype() ? a : a.to(out.dtype());
+          gi[1] = mul(g, where(mul(eq(a, 0), ge(b, 0)), zero, mul(out, log(base))));
+        }
         return;
       }
       case BinaryKind::Maximum:
@@ -267,6 +299,17 @@ class BinaryOp final : public Op {
         if (need_b) gi[1] = mul(mul(g, ctx.input(0)), gelu_second_derivative(x, approx));
         return;
       }
+      case BinaryKind::SiluBackward: {
+        const Tensor x = ctx.input(1);
+        if (need_a) gi[0] = silu_backward(g, x);
+        if (need_b) {
+          // silu''(x) = s (1 - s) (2 + x (1 - 2 s)) with s = sigmoid(x).
+          const Tensor s = sigmoid(x);
+          const Tensor d2 = mul(mul(s, rsub(s, 1)), add(mul(x, rsub(mul(s, 2), 1)), 2));
+          gi[1] = mul(mul(g, ctx.input(0)), d2);
+        }
+        return;
+      }
     }
   }
 
@@ -277,7 +320,7 @@ class BinaryOp final : public Op {
   Scalar scalar_;
 };
 
-constexpr int kBinaryKinds = static_cast<int>(BinaryKind::GeluTanhBackward) + 1;
+constexpr int kBinaryKinds = static_cast<int>(BinaryKind::SiluBackward) + 1;
 
 // True for the default alpha (integer 1), the case every op but a scaled add or sub takes.
 bool is_unit_alpha(const Scalar& alpha) { return alpha.kind() == ScalarKind::Integral && alpha.to_int() == 1; }
@@ -331,6 +374,14 @@ Tensor div(const Tensor& a, Scalar b) { return binary_scalar(BinaryKind::Div, a,
 Tensor rdiv(const Tensor& a, Scalar b) { return binary_scalar(BinaryKind::Div, a, b, ScalarSide::Left); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary(BinaryKind::Maximum, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary(BinaryKind::Minimum, a, b); }
+// pow is on PyTorch's CUDA autocast float32 list (every overload), not the CPU's.
+Tensor pow(const Tensor& base, const Tensor& exponent) {
+  return binary(BinaryKind::Pow, autocast::to_float(base, autocast::kCudaList),
+                autocast::to_float(exponent, autocast::kCudaList));
+}
+Tensor pow(Scalar base, const Tensor& exponent) {
+  return binary_scalar(BinaryKind::Pow, autocast::to_float(exponent, autocast::kCudaList), base, ScalarSide::Left);
+}
 
 Tensor tanh_backward(const Tensor& g, const Tensor& y) { return binary(BinaryKind::TanhBackward, g, y); }
 Tensor sigmoid_backward(const Tensor& g, const Tensor& y) { return binary(BinaryKind::SigmoidBackward, g, y); }
@@ -349,6 +400,8 @@ Tensor gelu_second_derivative(const Tensor& x, bool tanh_approx) {
   const Tensor bracket = add(sub(du, mul(mul(mul(x, t), du), du)), mul(mul(x, d2u), 0.5));
   return mul(rsub(mul(t, t), 1), bracket);
 }
+
+Tensor silu_backward(const Tensor& g, const Tensor& x) { return binary(BinaryKind::SiluBackward, g, x); }
 
 Tensor gelu_backward(const Tensor& g, const Tensor& x, bool tanh_approx) {
   return binary(tanh_approx ? BinaryKind::GeluTanhBackward : BinaryKind::GeluBackward, g, x);

@@ -22,5 +22,9 @@ Tensor div(const Tensor& a, Scalar b);
 Tensor rdiv(const Tensor& a, Scalar b);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
+// base ** exponent elementwise (broadcast); integer results take 0 for negative exponents except for
+// bases 1 and -1. The exponent's gradient is out * log(base), 0 where base == 0 and exponent >= 0.
+Tensor pow(const Tensor& base, const Tensor& exponent);
+Tensor pow(Scalar base, const Tensor& exponent);
 
 }  // namespace tg

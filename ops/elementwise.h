@@ -89,17 +89,20 @@ Tensor gelu_backward(const Tensor& g, const Tensor& x, bool tanh_approx);
 // d^2/dx^2 gelu(x) (gelu_backward's gradient in x), written with tensor ops so that it is
 // differentiable too.
 Tensor gelu_second_derivative(const Tensor& x, bool tanh_approx);
+// g * silu'(x) = g * s * (1 + x * (1 - s)) where s = sigmoid(x).
+Tensor silu_backward(const Tensor& g, const Tensor& x);
 
 // ---- op kinds shared by the CPU loops and CUDA launchers ------------------------------------
 
 // Two-operand arithmetic (and the fused gradients above, which are binary too).
 enum class BinaryKind : uint8_t {
-  Add, Sub, Mul, Div, Maximum, Minimum,
-  TanhBackward, SigmoidBackward, ThresholdBackward, GeluBackward, GeluTanhBackward,
+  Add, Sub, Mul, Div, Maximum, Minimum, Pow,
+  TanhBackward, SigmoidBackward, ThresholdBackward, GeluBackward, GeluTanhBackward, SiluBackward,
 };
 // One-operand functions.
 enum class UnaryKind : uint8_t {
   Neg, Abs, Sgn, Exp, Log, Sin, Cos, Tanh, Sigmoid, Relu, Gelu, GeluTanh, Sqrt, Rsqrt, Trunc, Pow, Clamp,
+  Silu, Softplus,
 };
 // Comparisons (bool results).
 enum class CompareKind : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
@@ -113,6 +116,7 @@ struct EwParams {
   ScalarSide side = ScalarSide::None;
   Scalar exponent;                          // pow
   std::optional<Scalar> lo, hi;             // clamp bounds
+  Scalar beta = 1, threshold = 20;          // softplus
 };
 
 }  // namespace tg

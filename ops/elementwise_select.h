@@ -43,6 +43,8 @@ void visit_binary(BinaryKind kind, DType t, const EwParams& p, Launch&& launch) 
       return TG_DISPATCH_ALL(t, "maximum", [&] { launch_bound(MaximumFn<scalar_t>{}, p, launch); });
     case BinaryKind::Minimum:
       return TG_DISPATCH_ALL(t, "minimum", [&] { launch_bound(MinimumFn<scalar_t>{}, p, launch); });
+    case BinaryKind::Pow:
+      return TG_DISPATCH_NUMERIC(t, "pow", [&] { launch_bound(PowTensorFn<scalar_t>{}, p, launch); });
     case BinaryKind::TanhBackward:
       return TG_DISPATCH_FLOATING(t, "tanh_backward", [&] { launch_unbound(TanhBackwardFn<scalar_t>{}, p, launch); });
     case BinaryKind::SigmoidBackward:
@@ -56,6 +58,8 @@ void visit_binary(BinaryKind kind, DType t, const EwParams& p, Launch&& launch) 
     case BinaryKind::GeluTanhBackward:
       return TG_DISPATCH_FLOATING(t, "gelu_backward",
                                   [&] { launch_unbound(GeluTanhBackwardFn<scalar_t>{}, p, launch); });
+    case BinaryKind::SiluBackward:
+      return TG_DISPATCH_FLOATING(t, "silu_backward", [&] { launch_unbound(SiluBackwardFn<scalar_t>{}, p, launch); });
   }
   TG_FAIL("[elementwise] unknown binary kind ", static_cast<int>(kind));
 }
@@ -85,6 +89,12 @@ void visit_unary(UnaryKind kind, DType t, const EwParams& p, Launch&& launch) {
       return TG_DISPATCH_NUMERIC(t, "clamp", [&] {
         launch(ClampFn<scalar_t>{p.lo ? p.lo->to<scalar_t>() : scalar_t(0), p.hi ? p.hi->to<scalar_t>() : scalar_t(0),
                                  p.lo.has_value(), p.hi.has_value()});
+      });
+    case UnaryKind::Silu: return TG_DISPATCH_FLOATING(t, "silu", [&] { launch(SiluFn<scalar_t>{}); });
+    case UnaryKind::Softplus:
+      return TG_DISPATCH_FLOATING(t, "softplus", [&] {
+        using C = acc_type<scalar_t>;
+        launch(SoftplusFn<scalar_t>{p.beta.to<C>(), p.threshold.to<C>()});
       });
   }
   TG_FAIL("[elementwise] unknown unary kind ", static_cast<int>(kind));

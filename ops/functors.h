@@ -81,6 +81,8 @@ TG_HD float m_pow(float x, float y) { return ::powf(x, y); }
 TG_HD double m_pow(double x, double y) { return ::pow(x, y); }
 TG_HD float m_abs(float x) { return ::fabsf(x); }
 TG_HD double m_abs(double x) { return ::fabs(x); }
+TG_HD float m_log1p(float x) { return ::log1pf(x); }
+TG_HD double m_log1p(double x) { return ::log1p(x); }
 
 template <typename T>
 inline constexpr bool kIsBool = std::is_same_v<T, bool>;
@@ -139,6 +141,30 @@ struct MinimumFn {
   }
 };
 
+// pow with a tensor exponent. Integers: a negative exponent gives 0 except for bases 1 and -1, as
+// in PyTorch (only scalar exponents are checked for sign).
+template <typename T>
+struct PowTensorFn {
+  using C = acc_type<T>;
+  TG_HD T operator()(T a, T b) const {
+    if constexpr (kIsFloat<T>) {
+      return m_pow(C(a), C(b));
+    } else {
+      if (b < T(0)) {
+        if (a == T(1)) return T(1);
+        if (a == T(-1)) return (-b) % T(2) ? T(-1) : T(1);
+        return T(0);
+      }
+      T result = 1, base = a;
+      for (T n = b; n > 0; n >>= 1) {
+        if (n & 1) result *= base;
+        base *= base;
+      }
+      return result;
+    }
+  }
+};
+
 // ---- fused gradients (g is the incoming gradient) -----------------------------------------
 
 template <typename T>
@@ -175,6 +201,17 @@ struct GeluTanhBackwardFn {
     const C t = m_tanh(C(kSqrt2OverPi) * (x + C(kGeluCoeff) * x2 * x));
     const C dinner = C(kSqrt2OverPi) * (C(1) + C(3 * kGeluCoeff) * x2);
     return g * (C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * dinner);
+  }
+};
+
+// g * s * (1 + x * (1 - s)) with s = sigmoid(x), as PyTorch's silu_backward.
+template <typename T>
+struct SiluBackwardFn {
+  using C = acc_type<T>;
+  TG_HD T operator()(T g_in, T x_in) const {
+    const C g = g_in, x = x_in;
+    const C s = C(1) / (C(1) + m_exp(-x));
+    return g * s * (C(1) + x * (C(1) - s));
   }
 };
 
@@ -242,6 +279,26 @@ struct GeluTanhFn {
   TG_HD T operator()(T x_in) const {
     const C x = x_in;
     return C(0.5) * x * (C(1) + m_tanh(C(kSqrt2OverPi) * (x + C(kGeluCoeff) * x * x * x)));
+  }
+};
+// x * sigmoid(x), written as x / (1 + exp(-x)) as PyTorch computes it.
+template <typename T>
+struct SiluFn {
+  using C = acc_type<T>;
+  TG_HD T operator()(T a) const {
+    const C x = a;
+    return x / (C(1) + m_exp(-x));
+  }
+};
+// log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (where the two agree to
+// rounding), as PyTorch's softplus.
+template <typename T>
+struct SoftplusFn {
+  using C = acc_type<T>;
+  C beta, threshold;
+  TG_HD T operator()(T a) const {
+    const C x = a;
+    return x * beta > threshold ? x : m_log1p(m_exp(x * beta)) / beta;
   }
 };
 template <typename T>

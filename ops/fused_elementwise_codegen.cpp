@@ -113,7 +113,8 @@ TG_D float tg_round_f16(float f) { return tg_from_f16(tg_to_f16(f)); }
   // One spelling for float and double math (CUDA's device math library, as the eager kernels use).
   const char* math[][3] = {{"exp", "expf", "exp"},     {"log", "logf", "log"},       {"sin", "sinf", "sin"},
                            {"cos", "cosf", "cos"},     {"tanh", "tanhf", "tanh"},    {"erf", "erff", "erf"},
-                           {"sqrt", "sqrtf", "sqrt"},  {"trunc", "truncf", "trunc"}, {"abs", "fabsf", "fabs"}};
+                           {"sqrt", "sqrtf", "sqrt"},  {"trunc", "truncf", "trunc"}, {"abs", "fabsf", "fabs"},
+                           {"log1p", "log1pf", "log1p"}};
   for (const auto& m : math) {
     s += cat("TG_D float tg_", m[0], "(float x) { return ", m[1], "(x); }\n");
     s += cat("TG_D double tg_", m[0], "(double x) { return ", m[2], "(x); }\n");
@@ -159,6 +160,21 @@ TG_D double tg_clamp(double a, double lo, double hi, bool has_lo, bool has_hi) {
   if (a != a) return a;
   return tg_clamp_core(a, lo, hi, has_lo, has_hi);
 }
+template <typename T> TG_D T tg_silu(T x) { return x / (T(1) + tg_exp(-x)); }
+template <typename T> TG_D T tg_softplus(T x, T beta, T threshold) {
+  return x * beta > threshold ? x : tg_log1p(tg_exp(x * beta)) / beta;
+}
+template <typename T> TG_D T tg_silu_backward(T g, T x) {
+  const T s = T(1) / (T(1) + tg_exp(-x));
+  return g * s * (T(1) + x * (T(1) - s));
+}
+// pow with a tensor exponent: integers take 0 for negative exponents but for bases 1 and -1.
+template <typename T> TG_D T tg_pow_tensor(T a, T b) {
+  if (b < T(0)) return a == T(1) ? T(1) : a == T(-1) ? ((-b) % T(2) ? T(-1) : T(1)) : T(0);
+  return tg_ipow(a, b);
+}
+TG_D float tg_pow_tensor(float a, float b) { return powf(a, b); }
+TG_D double tg_pow_tensor(double a, double b) { return pow(a, b); }
 template <typename T> TG_D T tg_tanh_backward(T g, T y) { return g * (T(1) - y * y); }
 template <typename T> TG_D T tg_sigmoid_backward(T g, T y) { return g * (T(1) - y) * y; }
 template <typename T> TG_D T tg_threshold_backward(T g, T y) { return y > T(0) ? g : T(0); }
@@ -186,6 +202,11 @@ std::string pow_expression(const std::string& a, const Scalar& exponent, DType t
   return call("tg_powf", a, e);
 }
 
+// A parameter the eager functor holds in its accumulation type (float for 16-bit dtypes).
+std::string acc_literal(const Scalar& s, DType t) {
+  return scalar_literal(s, t == kFloat16 || t == kBFloat16 ? kFloat32 : t);
+}
+
 std::string unary_expression(const PointwiseMath& m, const std::string& a) {
   const DType t = m.compute;
   switch (m.unary) {
@@ -210,6 +231,9 @@ std::string unary_expression(const PointwiseMath& m, const std::string& a) {
       return call("tg_clamp", a, scalar_literal(p.lo.value_or(Scalar(0)), t), scalar_literal(p.hi.value_or(Scalar(0)), t),
                   std::string(p.lo ? "true" : "false"), std::string(p.hi ? "true" : "false"));
     }
+    case UnaryKind::Silu: return call("tg_silu", a);
+    case UnaryKind::Softplus:
+      return call("tg_softplus", a, acc_literal(m.params.beta, t), acc_literal(m.params.threshold, t));
   }
   TG_FAIL("[fused_elementwise] unknown unary kind ", static_cast<int>(m.unary));
 }
@@ -227,11 +251,13 @@ std::string binary_expression(const PointwiseMath& m, const std::string& a, cons
     case BinaryKind::Div: return cat("(", a, " / ", b, ")");
     case BinaryKind::Maximum: return call("tg_maximum", a, b);
     case BinaryKind::Minimum: return call("tg_minimum", a, b);
+    case BinaryKind::Pow: return call("tg_pow_tensor", a, b);
     case BinaryKind::TanhBackward: return call("tg_tanh_backward", a, b);
     case BinaryKind::SigmoidBackward: return call("tg_sigmoid_backward", a, b);
     case BinaryKind::ThresholdBackward: return call("tg_threshold_backward", a, b);
     case BinaryKind::GeluBackward: return call("tg_gelu_backward", a, b);
     case BinaryKind::GeluTanhBackward: return call("tg_gelu_tanh_backward", a, b);
+    case BinaryKind::SiluBackward: return call("tg_silu_backward", a, b);
   }
   TG_FAIL("[fused_elementwise] unknown binary kind ", static_cast<int>(m.binary));
 }

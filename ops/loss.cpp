@@ -1,6 +1,7 @@
 // Losses: mse_loss and l1_loss from elementwise ops, nll_loss as a fused op, cross_entropy with class
-// indices as one fused op (log-softmax and nll in one kernel, its backward in one more), with
-// probability targets composed.
+// indices as one fused op (log-softmax and nll in one kernel, its backward in one more). The fused ops
+// skip targets equal to ignore_index (Mean divides by the number of the others); class weights, label
+// smoothing and probability targets take the composed path of ops/loss_composed.cpp.
 #include "ops/loss.h"
 
 #include <algorithm>
@@ -10,7 +11,9 @@
 #include "ops/autocast.h"
 #include "ops/binary.h"
 #include "ops/dispatch.h"
+#include "ops/compare.h"
 #include "ops/factory.h"
+#include "ops/loss_composed.h"
 #include "ops/reduce.h"
 #include "ops/softmax.h"
 #include "ops/unary.h"
@@ -30,6 +33,12 @@ const char* reduction_name(Reduction r) {
     case Reduction::Sum: return "sum";
   }
   return "?";
+}
+
+std::string loss_attrs(Reduction r, int64_t ignore_index) {
+  std::string s = std::string("reduction=") + reduction_name(r);
+  if (ignore_index != kDefaultIgnoreIndex) s += ", ignore_index=" + std::to_string(ignore_index);
+  return s;
 }
 
 Tensor reduce_loss(const Tensor& per_element, Reduction r) {
@@ -53,12 +62,20 @@ int64_t check_nll_args(const char* op, const Tensor& input, const Tensor& target
   return input.sizes().back();
 }
 
-// The class index of row n, checked against the number of classes.
-int64_t checked_target(const int64_t* target, int64_t stride, int64_t n, int64_t classes) {
+// The class index of row n, checked against the number of classes, or -1 for an ignored row.
+int64_t checked_target(const int64_t* target, int64_t stride, int64_t n, int64_t classes, int64_t ignore_index) {
   const int64_t t = target[n * stride];
+  if (t == ignore_index) return -1;
   TG_CHECK(t >= 0 && t < classes, "[nll_loss] target ", t, " is out of bounds: expected a class index in [0, ",
            classes - 1, "] (at batch index ", n, ")");
   return t;
+}
+
+// The number of rows whose target is not ignored: Mean's divisor.
+int64_t counted_rows(const int64_t* target, int64_t stride, int64_t rows, int64_t ignore_index) {
+  int64_t count = 0;
+  for (int64_t n = 0; n < rows; ++n) count += target[n * stride] != ignore_index;
+  return count;
 }
 
 // The per-sample batch geometry of an nll_loss input: rows, and row/class/target strides.
@@ -75,7 +92,7 @@ NllGeometry nll_geometry(const Tensor& input, const Tensor& target) {
 // -input[n, target[n]], averaged or summed over n.
 class NllLossOp final : public Op {
  public:
-  explicit NllLossOp(Reduction r) : reduction_(r) {}
+  NllLossOp(Reduction r, int64_t ignore_index) : reduction_(r), ignore_index_(ignore_index) {}
   const OpSchema& schema() const override {
     static const OpSchema s{.name = "nll_loss"};
     return s;
@@ -90,7 +107,7 @@ class NllLossOp final : public Op {
     if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
 #ifdef TG_WITH_CUDA
     if (out[0].is_cuda()) {
-      cuda::nll_loss_forward(in[0], in[1], reduction_, out[0]);
+      cuda::nll_loss_forward(in[0], in[1], reduction_, ignore_index_, out[0]);
       return;
     }
 #endif
@@ -100,28 +117,32 @@ class NllLossOp final : public Op {
       const scalar_t* x = in[0].data_ptr<scalar_t>();
       scalar_t* dst = out[0].data_ptr<scalar_t>();
       scalar_t total = 0;
+      int64_t count = 0;
       for (int64_t n = 0; n < g.rows; ++n) {
-        const int64_t t = checked_target(target, g.target_stride, n, g.classes);
-        const scalar_t v = -x[n * g.row_stride + t * g.class_stride];
+        const int64_t t = checked_target(target, g.target_stride, n, g.classes, ignore_index_);
+        const scalar_t v = t < 0 ? scalar_t(0) : scalar_t(-x[n * g.row_stride + t * g.class_stride]);
+        count += t >= 0;
         if (reduction_ == Reduction::None) dst[n] = v;
         else total += v;
       }
       if (reduction_ == Reduction::Sum) dst[0] = total;
-      if (reduction_ == Reduction::Mean) dst[0] = total / static_cast<scalar_t>(g.rows);
+      if (reduction_ == Reduction::Mean) dst[0] = total / static_cast<scalar_t>(count);
     });
   }
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override;
-  std::string attrs() const override { return std::string("reduction=") + reduction_name(reduction_); }
+  std::string attrs() const override { return loss_attrs(reduction_, ignore_index_); }
 
  private:
   Reduction reduction_;
+  int64_t ignore_index_;
 };
 
 // The gradient of nll_loss w.r.t. its input: zeros with -grad (scaled for Mean) at each target.
 // It is linear in grad and its adjoint is nll_loss itself, so every order of derivative exists.
 class NllLossBackwardOp final : public Op {
  public:
-  NllLossBackwardOp(Reduction r, Shape input_sizes) : reduction_(r), input_sizes_(std::move(input_sizes)) {}
+  NllLossBackwardOp(Reduction r, int64_t ignore_index, Shape input_sizes)
+      : reduction_(r), ignore_index_(ignore_index), input_sizes_(std::move(input_sizes)) {}
   const OpSchema& schema() const override {
     static const OpSchema s{.name = "nll_loss_backward"};
     return s;
@@ -137,7 +158,7 @@ class NllLossBackwardOp final : public Op {
     if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
 #ifdef TG_WITH_CUDA
     if (out[0].is_cuda()) {
-      cuda::nll_loss_backward(in[0], in[1], reduction_, out[0]);
+      cuda::nll_loss_backward(in[0], in[1], reduction_, ignore_index_, out[0]);
       return;
     }
 #endif
@@ -149,32 +170,37 @@ class NllLossBackwardOp final : public Op {
       scalar_t* dst = out[0].data_ptr<scalar_t>();
       std::fill(dst, dst + out[0].numel(), scalar_t(0));
       const int64_t grad_stride = reduction_ == Reduction::None && grad.dim() == 1 ? grad.strides()[0] : 0;
-      const acc_type<scalar_t> scale = reduction_ == Reduction::Mean ? 1.0 / static_cast<double>(g.rows) : 1.0;
+      const acc_type<scalar_t> scale =
+          reduction_ == Reduction::Mean
+              ? 1.0 / static_cast<double>(counted_rows(target, g.target_stride, g.rows, ignore_index_))
+              : 1.0;
       for (int64_t n = 0; n < g.rows; ++n) {
-        const int64_t t = checked_target(target, g.target_stride, n, g.classes);
-        dst[n * g.row_stride + t * g.class_stride] = -gp[n * grad_stride] * scale;
+        const int64_t t = checked_target(target, g.target_stride, n, g.classes, ignore_index_);
+        if (t >= 0) dst[n * g.row_stride + t * g.class_stride] = -gp[n * grad_stride] * scale;
       }
     });
   }
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override {
-    return {call_op<NllLossOp>({grads[0], ctx.input(1)}, reduction_), Tensor()};
+    return {call_op<NllLossOp>({grads[0], ctx.input(1)}, reduction_, ignore_index_), Tensor()};
   }
-  std::string attrs() const override { return std::string("reduction=") + reduction_name(reduction_); }
+  std::string attrs() const override { return loss_attrs(reduction_, ignore_index_); }
 
  private:
   Reduction reduction_;
+  int64_t ignore_index_;
   Shape input_sizes_;
 };
 
 TensorList NllLossOp::backward(const BackwardContext& ctx, const TensorList& grads) const {
-  return {call_op<NllLossBackwardOp>({grads[0], ctx.input(1)}, reduction_, ctx.input_meta(0).sizes), Tensor()};
+  return {call_op<NllLossBackwardOp>({grads[0], ctx.input(1)}, reduction_, ignore_index_, ctx.input_meta(0).sizes),
+          Tensor()};
 }
 
 // The gradient of cross_entropy w.r.t. its input from the loss's gradient, the log-probabilities
 // and the targets: (exp(log_probs) - onehot(target)) * grad, scaled by 1/N for Mean.
 class CrossEntropyBackwardOp final : public Op {
  public:
-  explicit CrossEntropyBackwardOp(Reduction r) : reduction_(r) {}
+  CrossEntropyBackwardOp(Reduction r, int64_t ignore_index) : reduction_(r), ignore_index_(ignore_index) {}
   const OpSchema& schema() const override {
     static const OpSchema s{.name = "cross_entropy_backward"};
     return s;
@@ -191,7 +217,7 @@ class CrossEntropyBackwardOp final : public Op {
     if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
 #ifdef TG_WITH_CUDA
     if (out[0].is_cuda()) {
-      cuda::cross_entropy_backward(in[0], in[1], in[2], reduction_, out[0]);
+      cuda::cross_entropy_backward(in[0], in[1], in[2], reduction_, ignore_index_, out[0]);
       return;
     }
 #endif
@@ -203,9 +229,16 @@ class CrossEntropyBackwardOp final : public Op {
       const scalar_t* logp = in[1].data_ptr<scalar_t>();
       scalar_t* dst = out[0].data_ptr<scalar_t>();
       const int64_t grad_stride = reduction_ == Reduction::None && grad.dim() == 1 ? grad.strides()[0] : 0;
-      const acc_type<scalar_t> scale = reduction_ == Reduction::Mean ? 1.0 / static_cast<double>(g.rows) : 1.0;
+      const acc_type<scalar_t> scale =
+          reduction_ == Reduction::Mean
+              ? 1.0 / static_cast<double>(counted_rows(target, g.target_stride, g.rows, ignore_index_))
+              : 1.0;
       for (int64_t n = 0; n < g.rows; ++n) {
-        const int64_t t = checked_target(target, g.target_stride, n, g.classes);
+        const int64_t t = checked_target(target, g.target_stride, n, g.classes, ignore_index_);
+        if (t < 0) {  // an ignored row takes no gradient
+          std::fill(dst + n * g.classes, dst + (n + 1) * g.classes, scalar_t(0));
+          continue;
+        }
         const scalar_t gn = gp[n * grad_stride] * scale;
         for (int64_t c = 0; c < g.classes; ++c) {
           const int64_t i = n * g.row_stride + c * g.class_stride;
@@ -220,30 +253,38 @@ class CrossEntropyBackwardOp final : public Op {
     const Tensor& gg = grads[0];
     const Tensor grad = ctx.input(0), logp = ctx.input(1), target = ctx.input(2);
     const bool batched = logp.dim() == 2;
-    const double scale = reduction_ == Reduction::Mean ? 1.0 / static_cast<double>(batched ? logp.size(0) : 1) : 1.0;
     const Tensor unit = ones(target.sizes(), {.dtype = grad.dtype(), .device = grad.device()});
-    const Tensor diff = call_op<CrossEntropyBackwardOp>({unit, logp, target}, Reduction::None);
+    // Zero on ignored rows.
+    const Tensor diff = call_op<CrossEntropyBackwardOp>({unit, logp, target}, Reduction::None, ignore_index_);
+    // Each row's factor: 0 where ignored, else 1 (divided by the number of counted rows for Mean).
+    Tensor row_scale = ne(target, ignore_index_).to(grad.dtype());
     Tensor d_grad = mul(gg, diff);
     if (reduction_ == Reduction::None) {
       d_grad = batched ? sum(d_grad, {1}) : sum(d_grad);
     } else {
-      d_grad = mul(sum(d_grad), scale);
+      d_grad = sum(d_grad);
     }
-    const Tensor g_rows = reduction_ == Reduction::None && batched ? grad.unsqueeze(1) : grad;
-    const Tensor d_logp = mul(mul(mul(gg, exp(logp)), g_rows), scale);
+    if (reduction_ == Reduction::Mean) {
+      const Tensor count = sum(row_scale);
+      d_grad = div(d_grad, count);
+      row_scale = div(row_scale, count);
+    }
+    const Tensor w = mul(grad, row_scale);
+    const Tensor d_logp = mul(mul(gg, exp(logp)), batched ? w.unsqueeze(1) : w);
     return {d_grad, d_logp, Tensor()};
   }
-  std::string attrs() const override { return std::string("reduction=") + reduction_name(reduction_); }
+  std::string attrs() const override { return loss_attrs(reduction_, ignore_index_); }
 
  private:
   Reduction reduction_;
+  int64_t ignore_index_;
 };
 
 // nll_loss(log_softmax(input), target) as one op: outputs the loss and the log-probabilities (kept
 // for the backward, never a user's tensor).
 class CrossEntropyOp final : public Op {
  public:
-  explicit CrossEntropyOp(Reduction r) : reduction_(r) {}
+  CrossEntropyOp(Reduction r, int64_t ignore_index) : reduction_(r), ignore_index_(ignore_index) {}
   const OpSchema& schema() const override {
     static const OpSchema s{.name = "cross_entropy"};
     return s;
@@ -259,7 +300,7 @@ class CrossEntropyOp final : public Op {
     if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
 #ifdef TG_WITH_CUDA
     if (out[0].is_cuda()) {
-      cuda::cross_entropy_forward(in[0], in[1], reduction_, out[0], out[1]);
+      cuda::cross_entropy_forward(in[0], in[1], reduction_, ignore_index_, out[0], out[1]);
       return;
     }
 #endif
@@ -270,6 +311,7 @@ class CrossEntropyOp final : public Op {
       scalar_t* loss = out[0].data_ptr<scalar_t>();
       scalar_t* logp = out[1].data_ptr<scalar_t>();
       scalar_t total = 0;
+      int64_t count = 0;
       for (int64_t n = 0; n < g.rows; ++n) {
         const scalar_t* row = x + n * g.row_stride;
         scalar_t m = -std::numeric_limits<scalar_t>::infinity();
@@ -278,12 +320,14 @@ class CrossEntropyOp final : public Op {
         for (int64_t c = 0; c < g.classes; ++c) s += std::exp(row[c * g.class_stride] - m);
         const scalar_t lse = m + std::log(s);
         for (int64_t c = 0; c < g.classes; ++c) logp[n * g.classes + c] = row[c * g.class_stride] - lse;
-        const scalar_t v = -logp[n * g.classes + checked_target(target, g.target_stride, n, g.classes)];
+        const int64_t t = checked_target(target, g.target_stride, n, g.classes, ignore_index_);
+        const scalar_t v = t < 0 ? scalar_t(0) : scalar_t(-logp[n * g.classes + t]);
+        count += t >= 0;
         if (reduction_ == Reduction::None) loss[n] = v;
         else total += v;
       }
       if (reduction_ == Reduction::Sum) loss[0] = total;
-      if (reduction_ == Reduction::Mean) loss[0] = total / static_cast<scalar_t>(g.rows);
+      if (reduction_ == Reduction::Mean) loss[0] = total / static_cast<scalar_t>(count);
     });
   }
   SaveSpec saves() const override { return {.inputs = true, .outputs = true, .output_mask = 0b10}; }
@@ -292,7 +336,8 @@ class CrossEntropyOp final : public Op {
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override {
     const Tensor logp = ctx.output(1);
     Tensor g;
-    if (grads[0].defined()) g = call_op<CrossEntropyBackwardOp>({grads[0], logp, ctx.input(1)}, reduction_);
+    if (grads[0].defined())
+      g = call_op<CrossEntropyBackwardOp>({grads[0], logp, ctx.input(1)}, reduction_, ignore_index_);
     if (grads[1].defined()) {
       // The log-probabilities take a gradient only in higher-order derivatives (through the
       // backward op's use of them): log_softmax's backward, g - softmax * sum(g) over the classes.
@@ -302,10 +347,11 @@ class CrossEntropyOp final : public Op {
     }
     return {g, Tensor()};
   }
-  std::string attrs() const override { return std::string("reduction=") + reduction_name(reduction_); }
+  std::string attrs() const override { return loss_attrs(reduction_, ignore_index_); }
 
  private:
   Reduction reduction_;
+  int64_t ignore_index_;
 };
 
 }  // namespace
@@ -325,26 +371,104 @@ Tensor l1_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduct
   return reduce_loss(abs(sub(input, target)), reduction);
 }
 
-Tensor nll_loss(const Tensor& input_in, const Tensor& target, Reduction reduction) {
-  const Tensor input = autocast::to_float(input_in);
-  return call_op<NllLossOp>({input, target}, reduction);
+namespace {
+
+// Checks a [C] weight of `op` for `classes` classes; returns it detached (weights take no gradient).
+Tensor checked_weight(const char* op, const Tensor& weight, int64_t classes, const Tensor& input) {
+  if (!weight.defined()) return weight;
+  TG_CHECK(weight.dim() == 1 && weight.numel() == classes, "[", op, "] weight tensor should be defined either for all ",
+           classes, " classes or no classes but got weight tensor of shape: ", shape_str(weight.sizes()));
+  TG_CHECK(is_floating(weight.dtype()), "[", op, "] expected a floating weight, got ", dtype_name(weight.dtype()));
+  TG_CHECK(weight.device() == input.device(), "[", op, "] expected weight on ", input.device().str(), ", got ",
+           weight.device().str());
+  return weight.detach();
 }
 
-Tensor cross_entropy(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
+// Class-index targets of an input [C], [N, C] or [N, C, d1, ..., dk]: checks them and returns the
+// input as rows [M, C] (classes last) with the targets as [M], M = N * d1 * ... * dk (1 for [C]).
+struct ClassRows {
+  Tensor input, target;
+};
+
+ClassRows class_rows(const char* op, const Tensor& input, const Tensor& target) {
+  TG_CHECK(input.dim() >= 1, "[", op, "] expected input of shape [C], [N, C] or [N, C, d1, ...], got ",
+           shape_str(input.sizes()));
+  TG_CHECK(target.dtype() == kInt64, "[", op, "] expected target of dtype int64 (class indices), got ",
+           dtype_name(target.dtype()));
+  Shape expected = input.sizes();
+  expected.erase(expected.begin() + (input.dim() == 1 ? 0 : 1));
+  TG_CHECK(target.sizes() == expected, "[", op, "] expected target of shape ", shape_str(expected), " for input ",
+           shape_str(input.sizes()), ", got ", shape_str(target.sizes()));
+  if (input.dim() <= 2) return {input, target};
+  // Classes last, then one row per position.
+  Shape order{0};
+  for (int64_t d = 2; d < input.dim(); ++d) order.push_back(d);
+  order.push_back(1);
+  return {input.permute(order).reshape({-1, input.size(1)}), target.reshape({-1})};
+}
+
+// A per-row loss [M] back in the target's shape (Reduction::None), or the reduced loss as it is.
+Tensor in_target_shape(const Tensor& loss, const Tensor& target, Reduction r) {
+  return r == Reduction::None && loss.sizes() != target.sizes() ? loss.reshape(target.sizes()) : loss;
+}
+
+}  // namespace
+
+Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  return nll_loss(input, target, NllLossOptions{.reduction = reduction});
+}
+
+Tensor nll_loss(const Tensor& input_in, const Tensor& target, const NllLossOptions& o) {
+  const Tensor input = autocast::to_float(input_in);
+  check_floating("nll_loss", input);
+  const ClassRows rows = class_rows("nll_loss", input, target);
+  const Tensor weight = checked_weight("nll_loss", o.weight, input.size(input.dim() == 1 ? 0 : 1), input);
+  Tensor loss;
+  if (weight.defined()) {
+    const bool flat = rows.input.dim() == 1;
+    loss = class_index_loss(flat ? rows.input.unsqueeze(0) : rows.input, flat ? rows.target.reshape({1}) : rows.target,
+                            weight.to(input.dtype()), o.ignore_index, o.reduction, 0.0);
+  } else {
+    loss = call_op<NllLossOp>({rows.input, rows.target}, o.reduction, o.ignore_index);
+  }
+  return in_target_shape(loss, target, o.reduction);
+}
+
+Tensor cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction) {
+  return cross_entropy(input, target, CrossEntropyOptions{.reduction = reduction});
+}
+
+Tensor cross_entropy(const Tensor& input_in, const Tensor& target_in, const CrossEntropyOptions& o) {
   const Tensor input = autocast::to_float(input_in);
   const Tensor target = autocast::to_float(target_in);
-  TG_CHECK(input.dim() == 1 || input.dim() == 2, "[cross_entropy] expected input of shape [N, C] or [C], got ",
+  check_floating("cross_entropy", input);
+  TG_CHECK(input.dim() >= 1, "[cross_entropy] expected input of shape [C], [N, C] or [N, C, d1, ...], got ",
            shape_str(input.sizes()));
-  const int64_t class_dim = input.dim() == 2 ? 1 : 0;
-  if (is_floating(target.dtype())) {
-    const Tensor logp = log_softmax(input, class_dim);
-    // Class probabilities instead of indices: -sum(p * log_softmax(x)) per sample.
-    TG_CHECK(target.sizes() == input.sizes(), "[cross_entropy] probability targets must match the input shape ",
-             shape_str(input.sizes()), ", got ", shape_str(target.sizes()));
-    const Tensor per_sample = neg(sum(mul(target, logp), {class_dim}));
-    return reduce_loss(per_sample, reduction);
+  TG_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0,
+           "[cross_entropy] label_smoothing must be between 0.0 and 1.0. Got: ", o.label_smoothing);
+  const int64_t class_dim = input.dim() == 1 ? 0 : 1;
+  const Tensor weight = checked_weight("cross_entropy", o.weight, input.size(class_dim), input);
+  if (target.sizes() == input.sizes()) {
+    // Class probabilities instead of indices (PyTorch decides by shape too).
+    TG_CHECK(is_floating(target.dtype()), "[cross_entropy] expected a floating target of class probabilities for a ",
+             "target of the input's shape ", shape_str(input.sizes()), ", got ", dtype_name(target.dtype()));
+    TG_CHECK(o.ignore_index < 0, "[cross_entropy] ignore_index is not supported for class-probability targets (got ",
+             o.ignore_index, ")");
+    return class_probability_loss(log_softmax(input, class_dim), target, weight.defined() ? weight.to(input.dtype()) : weight,
+                                  class_dim, o.reduction, o.label_smoothing);
   }
-  return dispatch(std::make_shared<const CrossEntropyOp>(reduction), {input, target})[0];
+  const ClassRows rows = class_rows("cross_entropy", input, target);
+  Tensor loss;
+  if (!weight.defined() && o.label_smoothing == 0.0) {
+    loss = dispatch(std::make_shared<const CrossEntropyOp>(o.reduction, o.ignore_index), {rows.input, rows.target})[0];
+  } else {
+    const bool flat = rows.input.dim() == 1;
+    const Tensor x = flat ? rows.input.unsqueeze(0) : rows.input;
+    loss = class_index_loss(log_softmax(x, 1), flat ? rows.target.reshape({1}) : rows.target,
+                            weight.defined() ? weight.to(input.dtype()) : weight, o.ignore_index, o.reduction,
+                            o.label_smoothing);
+  }
+  return in_target_shape(loss, target, o.reduction);
 }
 
 }  // namespace tg

@@ -1,15 +1,39 @@
 // Losses, as in torch.nn.functional.
 #pragma once
 
+#include <cstdint>
+
 #include "tensor/tensor.h"
 
 namespace tg {
 
+// PyTorch's default ignore_index: targets equal to it add nothing to the loss or its gradient.
+inline constexpr int64_t kDefaultIgnoreIndex = -100;
+
+// Keyword arguments of nll_loss, as F.nll_loss.
+struct NllLossOptions {
+  Tensor weight{};                            // [C] per-class weights (no gradient), or undefined
+  int64_t ignore_index = kDefaultIgnoreIndex;
+  Reduction reduction = Reduction::Mean;      // Mean divides by the summed weights of counted targets
+};
+
+// Keyword arguments of cross_entropy, as F.cross_entropy.
+struct CrossEntropyOptions {
+  Tensor weight{};                            // [C] per-class weights (no gradient), or undefined
+  int64_t ignore_index = kDefaultIgnoreIndex;  // class-index targets only
+  Reduction reduction = Reduction::Mean;      // Mean divides by the summed weights of counted targets
+  double label_smoothing = 0.0;               // in [0, 1]: mixes the target with a uniform distribution
+};
+
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
-// input: log-probabilities [N, C] (or [C]); target: class indices (int64) [N] (or []).
+// input: log-probabilities [N, C], [C] or [N, C, d1, ..., dk]; target: class indices (int64) [N],
+// [] or [N, d1, ..., dk].
 Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
-// log_softmax over dim 1 followed by nll_loss.
+Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& options);
+// log_softmax over the class dim (1, or 0 for a [C] input) followed by nll_loss; a floating target of
+// the input's shape holds class probabilities instead of indices.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options);
 
 }  // namespace tg

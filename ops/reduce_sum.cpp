@@ -1,4 +1,5 @@
 // sum, mean and sum_to (the reverse of broadcasting).
+#include "ops/autocast.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/cpu/reduce.h"
@@ -134,8 +135,9 @@ class SumToSizeOp final : public Op {
 
 }  // namespace
 
+// sum is on PyTorch's CUDA autocast list of ops that run in float32 when no dtype is asked for.
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
-  return call_op<SumOp>({x}, dims, keepdim, dtype);
+  return call_op<SumOp>({dtype ? x : autocast::to_float(x, autocast::kCudaList)}, dims, keepdim, dtype);
 }
 
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) { return call_op<MeanOp>({x}, dims, keepdim); }

@@ -177,8 +177,13 @@ class LogSoftmaxOp final : public RowOp {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) { return call_op<SoftmaxOp>({autocast::to_float(x)}, dim); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return call_op<LogSoftmaxOp>({autocast::to_float(x)}, dim); }
+// On PyTorch's CUDA autocast float32 list; its CPU list does not hold them.
+Tensor softmax(const Tensor& x, int64_t dim) {
+  return call_op<SoftmaxOp>({autocast::to_float(x, autocast::kCudaList)}, dim);
+}
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  return call_op<LogSoftmaxOp>({autocast::to_float(x, autocast::kCudaList)}, dim);
+}
 
 Tensor Tensor::softmax(int64_t dim) const { return tg::softmax(*this, dim); }
 Tensor Tensor::log_softmax(int64_t dim) const { return tg::log_softmax(*this, dim); }

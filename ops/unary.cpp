@@ -1,7 +1,9 @@
 // Elementwise functions of one tensor: neg, abs, sgn, exp, log, sin, cos, tanh, sigmoid, relu, gelu,
-// sqrt, rsqrt, trunc, pow with a scalar exponent, clamp, and the in-place trunc_ and clamp_.
+// silu, softplus, sqrt, rsqrt, trunc, pow with a scalar exponent, clamp, and the in-place trunc_ and
+// clamp_. (clamp with tensor bounds lives in ops/clamp_tensor.cpp.)
 #include "ops/unary.h"
 
+#include "ops/autocast.h"
 #include "ops/binary.h"
 #include "ops/compare.h"
 #include "ops/cpu/loops.h"
@@ -24,7 +26,8 @@ constexpr uint32_t kEw = kElementwise;
 const OpSchema kSchemas[] = {
     {"neg", kEw},  {"abs", kEw},     {"sgn", kEw},     {"exp", kEw},  {"log", kEw},  {"sin", kEw},
     {"cos", kEw},  {"tanh", kEw},    {"sigmoid", kEw}, {"relu", kEw}, {"gelu", kEw}, {"gelu", kEw},
-    {"sqrt", kEw}, {"rsqrt", kEw},   {"trunc", kEw},   {"pow", kEw},  {"clamp", kEw},
+    {"sqrt", kEw}, {"rsqrt", kEw},   {"trunc", kEw},   {"pow", kEw},  {"clamp", kEw}, {"silu", kEw},
+    {"softplus", kEw},
 };
 const OpSchema kTruncInPlace{"trunc_", kEw | kInPlace, 0};
 const OpSchema kClampInPlace{"clamp_", kEw | kInPlace, 0};
@@ -112,6 +115,7 @@ class UnaryOp final : public Op {
     switch (kind_) {
       case UnaryKind::Pow: return "exponent=" + scalar_str(p_.exponent);
       case UnaryKind::GeluTanh: return "approximate=tanh";
+      case UnaryKind::Softplus: return "beta=" + scalar_str(p_.beta) + ", threshold=" + scalar_str(p_.threshold);
       case UnaryKind::Clamp: {
         std::string s = p_.lo ? "min=" + scalar_str(*p_.lo) : "";
         if (p_.hi) s += (s.empty() ? "max=" : ", max=") + scalar_str(*p_.hi);
@@ -131,6 +135,8 @@ class UnaryOp final : public Op {
         return x;
       case UnaryKind::Gelu:
       case UnaryKind::GeluTanh:
+      case UnaryKind::Silu:
+      case UnaryKind::Softplus:
         TG_CHECK(is_floating(x), "[", op, "] expected a floating point tensor, got ",
                  dtype_name(x));
         return x;
@@ -172,6 +178,12 @@ class UnaryOp final : public Op {
       case UnaryKind::Relu: return threshold_backward(g, ctx.output(0));
       case UnaryKind::Gelu: return gelu_backward(g, ctx.input(0), false);
       case UnaryKind::GeluTanh: return gelu_backward(g, ctx.input(0), true);
+      case UnaryKind::Silu: return silu_backward(g, ctx.input(0));
+      case UnaryKind::Softplus: {
+        // sigmoid(beta x) below the threshold, 1 above it (where the forward returned x itself).
+        const Tensor bx = mul(ctx.input(0), p_.beta);
+        return where(gt(bx, p_.threshold), g, mul(g, sigmoid(bx)));
+      }
       case UnaryKind::Sqrt: return div(g, mul(ctx.output(0), 2));
       case UnaryKind::Rsqrt: return mul(mul(g, pow(ctx.output(0), 3)), -0.5);
       case UnaryKind::Pow: {
@@ -213,15 +225,24 @@ EwParams clamp_params(std::optional<Scalar> min, std::optional<Scalar> max) {
 Tensor neg(const Tensor& x) { return unary(UnaryKind::Neg, x); }
 Tensor abs(const Tensor& x) { return unary(UnaryKind::Abs, x); }
 Tensor sgn(const Tensor& x) { return unary(UnaryKind::Sgn, x); }
-Tensor exp(const Tensor& x) { return unary(UnaryKind::Exp, x); }
-Tensor log(const Tensor& x) { return unary(UnaryKind::Log, x); }
+// exp, log, rsqrt, pow and softplus are on PyTorch's CUDA autocast float32 list (not the CPU's).
+Tensor exp(const Tensor& x) { return unary(UnaryKind::Exp, autocast::to_float(x, autocast::kCudaList)); }
+Tensor log(const Tensor& x) { return unary(UnaryKind::Log, autocast::to_float(x, autocast::kCudaList)); }
 Tensor sin(const Tensor& x) { return unary(UnaryKind::Sin, x); }
 Tensor cos(const Tensor& x) { return unary(UnaryKind::Cos, x); }
 Tensor tanh(const Tensor& x) { return unary(UnaryKind::Tanh, x); }
 Tensor sigmoid(const Tensor& x) { return unary(UnaryKind::Sigmoid, x); }
 Tensor relu(const Tensor& x) { return unary(UnaryKind::Relu, x); }
 Tensor sqrt(const Tensor& x) { return unary(UnaryKind::Sqrt, x); }
-Tensor rsqrt(const Tensor& x) { return unary(UnaryKind::Rsqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary(UnaryKind::Rsqrt, autocast::to_float(x, autocast::kCudaList)); }
+Tensor silu(const Tensor& x) { return unary(UnaryKind::Silu, x); }
+
+Tensor softplus(const Tensor& x, Scalar beta, Scalar threshold) {
+  EwParams p;
+  p.beta = beta;
+  p.threshold = threshold;
+  return unary(UnaryKind::Softplus, autocast::to_float(x, autocast::kCudaList), std::move(p));
+}
 Tensor trunc(const Tensor& x) { return unary(UnaryKind::Trunc, x); }
 
 Tensor gelu(const Tensor& x, const std::string& approximate) {
@@ -233,7 +254,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
 Tensor pow(const Tensor& x, Scalar exponent) {
   EwParams p;
   p.exponent = exponent;
-  return unary(UnaryKind::Pow, x, std::move(p));
+  return unary(UnaryKind::Pow, autocast::to_float(x, autocast::kCudaList), std::move(p));
 }
 
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {

@@ -22,10 +22,20 @@ Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 // approximate: "none" (exact, erf) or "tanh".
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+// x * sigmoid(x) (also called swish).
+Tensor silu(const Tensor& x);
+// log(1 + exp(beta * x)) / beta, reverting to x where beta * x > threshold (numerical stability).
+Tensor softplus(const Tensor& x, Scalar beta = 1, Scalar threshold = 20);
 Tensor sqrt(const Tensor& x);
 Tensor rsqrt(const Tensor& x);
 Tensor trunc(const Tensor& x);
 // Limits values to [min, max]; either bound may be omitted (not both).
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
+// Limits values elementwise to [min, max] with tensor bounds (broadcast with x); either may be
+// undefined (not both). NaN in x or a bound gives NaN; where min > max the result is max.
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);
+// clamp(x, min, Tensor()) and clamp(x, Tensor(), max).
+Tensor clamp_min(const Tensor& x, const Tensor& min);
+Tensor clamp_max(const Tensor& x, const Tensor& max);
 
 }  // namespace tg

@@ -203,7 +203,8 @@ TEST(Autocast, CastsByOpListAndRestoresOnExit) {
     EXPECT_EQ(autocast_state(), "cpu:bfloat16");
     const Tensor y = linear(x, w);
     EXPECT_EQ(y.dtype(), kBFloat16);                      // low-precision list
-    EXPECT_EQ(softmax(y, 1).dtype(), kFloat32);           // float32 list
+    EXPECT_EQ(mse_loss(y, y).dtype(), kFloat32);          // float32 list
+    EXPECT_EQ(softmax(y, 1).dtype(), kBFloat16);          // on CUDA's float32 list only, as in PyTorch
     EXPECT_EQ(relu(y).dtype(), kBFloat16);                // everything else: the input's dtype
     EXPECT_EQ(add(y, x.narrow(1, 0, 3)).dtype(), kFloat32);  // promotion
     EXPECT_EQ(mm(x.to(kFloat64), w.to(kFloat64).t()).dtype(), kFloat64);  // float64 is never cast

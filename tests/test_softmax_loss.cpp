@@ -172,9 +172,11 @@ TEST(NllLoss, Errors) {
   EXPECT_THROW_MSG(nll_loss(logp, labels({-1, 0})), "target -1 is out of bounds");
   EXPECT_THROW_MSG(nll_loss(logp, labels({0, 1}).to(kInt32)), "[nll_loss] expected target of dtype int64");
   EXPECT_THROW_MSG(nll_loss(logp, labels({0, 1, 2})), "[nll_loss] expected target of shape [2] for input [2, 3]");
-  EXPECT_THROW_MSG(nll_loss(zeros({2, 3, 4}), labels({0, 1})), "[nll_loss] expected input of shape [N, C] or [C]");
+  EXPECT_THROW_MSG(nll_loss(zeros({2, 3, 4}), labels({0, 1})), "[nll_loss] expected target of shape [2, 4] for input");
+  EXPECT_THROW_MSG(nll_loss(zeros({}), scalar_tensor(0, {.dtype = kInt64})), "[nll_loss] expected input of shape [C]");
   EXPECT_THROW_MSG(nll_loss(zeros({2, 3}, {.dtype = kInt64}), labels({0, 1})), "[nll_loss] expected a floating");
-  EXPECT_THROW_MSG(cross_entropy(zeros({2, 3, 4}), labels({0, 1})), "[cross_entropy] expected input of shape");
+  EXPECT_THROW_MSG(cross_entropy(zeros({2, 3, 4}), labels({0, 1})), "[cross_entropy] expected target of shape [2, 4]");
+  EXPECT_THROW_MSG(cross_entropy(zeros({}), scalar_tensor(0, {.dtype = kInt64})), "[cross_entropy] expected input of shape");
 }
 
 TEST(NllLoss, GradientsToEveryOrder) {
