@@ -25,6 +25,8 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   const Tensor v = autocast::to_low(v_in);
   // PyTorch's autocast casts every floating argument of SDPA, the additive mask included.
   const Tensor attn_mask = attn_mask_in.defined() ? autocast::to_low(attn_mask_in) : attn_mask_in;
+  // One op at autocast's boundary, as PyTorch's: its pieces (softmax, sums) are not cast again.
+  AutocastOffGuard inside_the_op;
   const char* op = "scaled_dot_product_attention";
   TG_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, "[", op,
            "] expected query, key and value of at least 2 dims, got ", shape_str(q.sizes()), ", ",

@@ -50,6 +50,8 @@ Tensor affine(Tensor y, const Tensor& weight, const Tensor& bias, const Shape& v
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
   const char* op = "batch_norm";
+  // batch_norm is on no autocast list: its pieces (rsqrt, sums) keep the input's dtype.
+  AutocastOffGuard no_autocast;
   TG_CHECK(input.defined(), "[batch_norm] got an undefined input");
   TG_CHECK(input.dim() >= 2, "[batch_norm] input of shape ", shape_str(input.sizes()),
            " has the wrong rank: expected [N, C, *] with at least 2 dims");
