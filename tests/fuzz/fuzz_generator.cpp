@@ -148,7 +148,11 @@ Program generate(uint64_t seed, const OracleOptions* oracle) {
   const int64_t length = rng.between(3, 10);
   for (int attempt = 0; attempt < 60 && static_cast<int64_t>(p.body.size()) < length; ++attempt) {
     Statement s;
-    s.op = static_cast<int>(rng.between(0, static_cast<int64_t>(op_count) - 1));
+    // The oracle leans a quarter of its draws towards its own ops (modules, attention), which
+    // otherwise seldom meet operands they apply to.
+    const bool own = oracle != nullptr && op_count > legacy_op_count() && rng.chance(0.25);
+    s.op = static_cast<int>(rng.between(own ? static_cast<int64_t>(legacy_op_count()) : 0,
+                                        static_cast<int64_t>(op_count) - 1));
     const FuzzOp& op = ops[static_cast<size_t>(s.op)];
     if (oracle != nullptr && !op.python) continue;
     TensorList operands;

@@ -125,6 +125,10 @@ class _Round(torch.autograd.Function):
         return g.to(ctx.dtype).to(g.dtype), None
 
 
+def _storage_ptr(t):
+    return t.untyped_storage().data_ptr() if hasattr(t, "untyped_storage") else t.storage().data_ptr()
+
+
 class MissingKernel(Exception):
     pass
 
@@ -159,9 +163,11 @@ def run_program(prog, kind, device, autocast):
             dtype = torch.float64
         leaves[entry["name"]] = ns[entry["name"]] = _tensor(entry, dtype, device)
     inputs = [ns[e["name"]] for e in prog["inputs"]]
-    ctx = contextlib.nullcontext()
+    ctx = contextlib.ExitStack()
+    if device.type != "cpu" and hasattr(torch, "set_default_device"):
+        ctx.enter_context(torch.device(device))  # the source's constants (indices, masks) on the device
     if kind == "native" and autocast:
-        ctx = torch.autocast(device_type=device.type, dtype=DTYPES[autocast])
+        ctx.enter_context(torch.autocast(device_type=device.type, dtype=DTYPES[autocast]))
     try:
         with ctx:
             for st in prog["body"]:
@@ -173,7 +179,7 @@ def run_program(prog, kind, device, autocast):
                     continue
                 if st["in_place"]:
                     value.copy_(_Round.apply(value, dtype))
-                elif not any(value.storage().data_ptr() == t.storage().data_ptr()
+                elif not any(_storage_ptr(value) == _storage_ptr(t)
                              for t in ns.values() if isinstance(t, torch.Tensor) and t is not value):
                     ns[st["name"]] = _Round.apply(value, dtype)
     except Exception as e:  # noqa: BLE001 - any PyTorch error is reported
@@ -261,6 +267,8 @@ PYTORCH_ONLY_ERRORS = {
         "PyTorch refuses batch/group norm over one value per channel (tapegraph computes it)",
     "modified by an inplace operation":
         "PyTorch's backward needs a value the program overwrites later (tapegraph's saved another)",
+    "This view is the output of a function that returns multiple views":
+        "PyTorch forbids in-place updates of chunk/unbind views that join autograd (tapegraph allows them)",
 }
 
 
