@@ -3,7 +3,8 @@
 // PyTorch. The rule there: every output, gradient and input after the call must satisfy
 //   |tg_i - truth_i| <= 4 * max(|yard_i - truth_i|, rms_j |yard_j - truth_j|, floor_i)
 // where truth is the program in float64, yard PyTorch at the program's dtypes (or under autocast),
-// and floor_i = 8 ulps of the dtype at the values' scale (PyTorch's error may be 0).
+// and floor_i = 8 ulps of the dtype at the values' scale (PyTorch's error may be 0); autocast
+// programs may also be 2 ulps of the autocast dtype off.
 //
 //   fuzz_oracle --first S --count N --device cpu|cuda --backend eager|aot_eager|cudagraphs
 //               [--autocast bfloat16|float16] [--known-broken] [--rnn16] --out FILE
