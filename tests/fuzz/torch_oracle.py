@@ -288,6 +288,8 @@ def _rms(t):
 def check_program(prog, device, autocast, known_broken=False):
     """("pass" | "fail" | "skip", list of problems or the skip reason, which yardstick)."""
     tg = prog["tg"]
+    if autocast == "float16" and device.type == "cpu" and torch.__version__ < "2":
+        return "skip", f"PyTorch {torch.__version__} CPU autocast supports bfloat16 only", None
     try:
         truth = run_program(prog, "truth", device, None)
     except Exception as e:  # noqa: BLE001
