@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
@@ -114,7 +115,11 @@ SizeMode size_mode_of(uint64_t seed) {
   }
 }
 
-Program generate_program(uint64_t seed) {
+namespace {
+
+// The body shared by both generators. `oracle` is null for the compiled-vs-eager fuzzer, whose
+// draws must stay as they were when its seeds were fixed.
+Program generate(uint64_t seed, const OracleOptions* oracle) {
   Rng rng(seed * 0x9E3779B97F4A7C15ull + 17);
   Program p;
   p.seed = seed;
@@ -124,27 +129,48 @@ Program generate_program(uint64_t seed) {
   if (mode == SizeMode::Wide) wide = {rng.between(32, 72), rng.between(32, 72)};
   const int64_t n_inputs = rng.between(1, 3);
   for (int64_t i = 0; i < n_inputs; ++i) p.inputs.push_back(draw_input(rng, mode, wide));
+  if (oracle != nullptr) {
+    // 16-bit programs, whose values mostly stay 16-bit (one float32 input promotes the rest).
+    if (rng.chance(1.0 / 3.0)) {
+      const DType low = rng.chance(0.5) ? kBFloat16 : kFloat16;
+      for (InputSpec& in : p.inputs) in.dtype = low;
+    }
+    p.autocast = oracle->autocast;
+  }
 
   // Each statement is tried eagerly on real values as it is drawn; one that raises is dropped.
   TensorList values = make_inputs(p, kCPU);
+  std::optional<AutocastGuard> autocast;
+  if (p.autocast) autocast.emplace(kCPU, *p.autocast);
   const auto& ops = fuzz_ops();
+  const size_t op_count = oracle != nullptr ? ops.size() : legacy_op_count();
+  int params = 0;
   const int64_t length = rng.between(3, 10);
   for (int attempt = 0; attempt < 60 && static_cast<int64_t>(p.body.size()) < length; ++attempt) {
     Statement s;
-    s.op = static_cast<int>(rng.between(0, static_cast<int64_t>(ops.size()) - 1));
+    // The oracle leans a quarter of its draws towards its own ops (modules, attention), which
+    // otherwise seldom meet operands they apply to.
+    const bool own = oracle != nullptr && op_count > legacy_op_count() && rng.chance(0.25);
+    s.op = static_cast<int>(rng.between(own ? static_cast<int64_t>(legacy_op_count()) : 0,
+                                        static_cast<int64_t>(op_count) - 1));
     const FuzzOp& op = ops[static_cast<size_t>(s.op)];
+    if (oracle != nullptr && !op.python) continue;
     TensorList operands;
     for (int k = 0; k < op.arity; ++k) {
       s.operands.push_back(draw_value(rng, values.size()));
       operands.push_back(values[static_cast<size_t>(s.operands.back())]);
     }
+    s.attrs.first_param = params;
     if (!op.draw(rng, operands, s.attrs)) continue;
+    if (oracle != nullptr && known_broken_reason(op, operands, s.attrs, *oracle) != nullptr) continue;
     Tensor result;
     try {
       result = op.apply(operands, s.attrs);
     } catch (const Error&) {
       continue;
     }
+    s.dtype = result.dtype();
+    if (s.attrs.module) params += static_cast<int>(s.attrs.module->parameters().size());
     values.push_back(result);
     p.body.push_back(std::move(s));
   }
@@ -157,6 +183,29 @@ Program generate_program(uint64_t seed) {
     if (std::find(p.outputs.begin(), p.outputs.end(), v) == p.outputs.end()) p.outputs.push_back(v);
   }
   return p;
+}
+
+bool low_precision(const Tensor& t) { return t.dtype() == kBFloat16 || t.dtype() == kFloat16; }
+
+}  // namespace
+
+Program generate_program(uint64_t seed) { return generate(seed, nullptr); }
+
+Program generate_oracle_program(uint64_t seed, const OracleOptions& options) { return generate(seed, &options); }
+
+const char* known_broken_reason(const FuzzOp& op, const TensorList& operands, const Attrs& attrs,
+                                const OracleOptions& options) {
+  const bool low = !operands.empty() && low_precision(operands[0]);
+  const bool autocast = options.autocast.has_value();
+  if (op.name == "nn_rnn" && (low || autocast) && !options.rnn16) return "16-bit LSTM/GRU (heap corruption on the CPU)";
+  if (options.known_broken) return nullptr;
+  const bool norm = op.name == "layer_norm" || op.name == "group_norm" || op.name == "nn_layer_norm";
+  if (norm && low) return "16-bit layer_norm/group_norm (statistics in 16 bits)";
+  if (autocast && (norm || op.name == "softmax" || op.name == "exp" || op.name == "cross_entropy" ||
+                   op.name == "batch_norm"))
+    return "autocast's float32 list (softmax, log_softmax, exp, losses, norms)";
+  if (op.name == "nn_mha" && attrs.ints.size() > 2 && attrs.ints[2] == 3) return "MultiheadAttention bool attn_mask";
+  return nullptr;
 }
 
 FuzzResult check_program(const Program& program, const std::string& backend, Device device) {

@@ -2,8 +2,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "fuzz/fuzz_ops.h"
 #include "fuzz/fuzz_program.h"
 
 namespace tg::fuzz {
@@ -22,6 +24,22 @@ SizeMode size_mode_of(uint64_t seed);
 // float32, float64, bfloat16 and float16), 3 to 10 op applications that ran without error eagerly
 // when drawn, 1 to 3 outputs.
 Program generate_program(uint64_t seed);
+
+// How the PyTorch oracle's programs are drawn (tests/fuzz/oracle_main.cpp).
+struct OracleOptions {
+  std::optional<DType> autocast;  // every program under AutocastGuard(device, *autocast)
+  bool known_broken = false;      // also draw the combinations known to differ from PyTorch today
+  bool rnn16 = false;             // also draw 16-bit LSTM/GRU (they corrupt the heap on the CPU today)
+};
+// A program for the PyTorch oracle: as generate_program, but only from ops with a PyTorch
+// counterpart (modules among them; no random ops), a third of them with every input of one 16-bit
+// dtype; without `known_broken`, the combinations named in known_broken_reason are redrawn.
+Program generate_oracle_program(uint64_t seed, const OracleOptions& options);
+// Why this op application is known to differ from PyTorch today, or nullptr: 16-bit layer/group
+// norm, autocast's float32 list (softmax, log_softmax, exp, cross_entropy, norms), bool masks of
+// MultiheadAttention; and, unless rnn16, 16-bit or autocast recurrent layers.
+const char* known_broken_reason(const FuzzOp& op, const TensorList& operands, const Attrs& attrs,
+                                const OracleOptions& options);
 
 // How one program fared.
 enum class Verdict {

@@ -7,8 +7,6 @@
 namespace tg::fuzz {
 namespace {
 
-using Names = std::vector<std::string>;
-
 std::string num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.17g", v);
@@ -22,6 +20,14 @@ std::string ints(const std::vector<int64_t>& v, size_t from = 0, size_t to = SIZ
   for (size_t i = from; i < v.size() && i < to; ++i) s += (i > from ? ", " : "") + std::to_string(v[i]);
   return s + "}";
 }
+
+// A Python list of ints.
+std::string py_ints(const std::vector<int64_t>& v, size_t from = 0, size_t to = SIZE_MAX) {
+  std::string s = ints(v, from, to);
+  return "[" + s.substr(1, s.size() - 2) + "]";
+}
+
+std::string str(int64_t v) { return std::to_string(v); }
 
 Shape slice_of(const std::vector<int64_t>& v, size_t from, size_t to) {
   return Shape(v.begin() + static_cast<ptrdiff_t>(from), v.begin() + static_cast<ptrdiff_t>(to));
@@ -44,6 +50,7 @@ FuzzOp unary(std::string name, std::function<Tensor(const Tensor&)> f, std::stri
   return FuzzOp{name, 1, false,
                 [](Rng&, const TensorList& x, Attrs&) { return floating(x[0]); },
                 [f](TensorList& x, const Attrs&) { return f(x[0]); },
+                [method](const Names& n, const Attrs&) { return n[0] + "." + method + "()"; },
                 [method](const Names& n, const Attrs&) { return n[0] + "." + method + "()"; }};
 }
 
@@ -51,6 +58,7 @@ FuzzOp binary(std::string name, std::function<Tensor(const Tensor&, const Tensor
   return FuzzOp{name, 2, false,
                 [](Rng&, const TensorList& x, Attrs&) { return floating(x[0]) || floating(x[1]); },
                 [f](TensorList& x, const Attrs&) { return f(x[0], x[1]); },
+                [method](const Names& n, const Attrs&) { return n[0] + "." + method + "(" + n[1] + ")"; },
                 [method](const Names& n, const Attrs&) { return n[0] + "." + method + "(" + n[1] + ")"; }};
 }
 
@@ -71,6 +79,10 @@ FuzzOp reduction(std::string name, Tensor (*f)(const Tensor&, const Shape&, bool
                 [name](const Names& n, const Attrs& a) {
                   return name + "(" + n[0] + ", " + ints(a.ints, 0, a.ints.size() - 1) + ", " +
                          (a.ints.back() ? "true" : "false") + ")";
+                },
+                [name](const Names& n, const Attrs& a) {
+                  return "torch." + name + "(" + n[0] + ", " + py_ints(a.ints, 0, a.ints.size() - 1) +
+                         ", keepdim=" + (a.ints.back() ? "True" : "False") + ")";
                 }};
 }
 
@@ -79,6 +91,7 @@ FuzzOp in_place_binary(std::string name, std::function<Tensor&(Tensor&, const Te
   return FuzzOp{name, 2, true,
                 [](Rng&, const TensorList& x, Attrs&) { return floating(x[0]) && floating(x[1]); },
                 [f](TensorList& x, const Attrs&) { return f(x[0], x[1]); },
+                [method](const Names& n, const Attrs&) { return n[0] + "." + method + "(" + n[1] + ")"; },
                 [method](const Names& n, const Attrs&) { return n[0] + "." + method + "(" + n[1] + ")"; }};
 }
 
@@ -97,6 +110,9 @@ std::vector<FuzzOp> make_ops() {
                        },
                        [](TensorList& x, const Attrs& a) { return x[0] * a.reals[0] + 1.0; },
                        [](const Names& n, const Attrs& a) { return n[0] + " * " + num(a.reals[0]) + " + 1.0"; }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           return n[0] + " * " + num(a.reals[0]) + " + 1.0";
+                         };
   ops.push_back(unary("neg", [](const Tensor& x) { return -x; }, "neg"));
   ops.push_back(unary("exp", [](const Tensor& x) { return x.exp(); }, "exp"));
   ops.push_back(unary("tanh", [](const Tensor& x) { return x.tanh(); }, "tanh"));
@@ -123,6 +139,9 @@ std::vector<FuzzOp> make_ops() {
                        [](const Names& n, const Attrs& a) {
                          return n[0] + ".transpose(" + std::to_string(a.ints[0]) + ", " + std::to_string(a.ints[1]) + ")";
                        }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           return n[0] + ".transpose(" + str(a.ints[0]) + ", " + str(a.ints[1]) + ")";
+                         };
   ops.push_back(FuzzOp{"narrow", 1, false,
                        [](Rng& rng, const TensorList& x, Attrs& a) {
                          if (x[0].dim() == 0) return false;
@@ -137,6 +156,9 @@ std::vector<FuzzOp> make_ops() {
                          return n[0] + ".narrow(" + std::to_string(a.ints[0]) + ", " + std::to_string(a.ints[1]) + ", " +
                                 std::to_string(a.ints[2]) + ")";
                        }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           return n[0] + ".narrow(" + str(a.ints[0]) + ", " + str(a.ints[1]) + ", " + str(a.ints[2]) + ")";
+                         };
   ops.push_back(FuzzOp{"select", 1, false,
                        [](Rng& rng, const TensorList& x, Attrs& a) {
                          if (x[0].dim() == 0) return false;
@@ -149,6 +171,9 @@ std::vector<FuzzOp> make_ops() {
                        [](const Names& n, const Attrs& a) {
                          return n[0] + ".select(" + std::to_string(a.ints[0]) + ", " + std::to_string(a.ints[1]) + ")";
                        }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           return n[0] + ".select(" + str(a.ints[0]) + ", " + str(a.ints[1]) + ")";
+                         };
   ops.push_back(FuzzOp{"unsqueeze", 1, false,
                        [](Rng& rng, const TensorList& x, Attrs& a) {
                          if (x[0].dim() >= 4) return false;
@@ -157,6 +182,9 @@ std::vector<FuzzOp> make_ops() {
                        },
                        [](TensorList& x, const Attrs& a) { return x[0].unsqueeze(a.ints[0]); },
                        [](const Names& n, const Attrs& a) { return n[0] + ".unsqueeze(" + std::to_string(a.ints[0]) + ")"; }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           return n[0] + ".unsqueeze(" + str(a.ints[0]) + ")";
+                         };
   ops.push_back(FuzzOp{"reshape", 1, false,
                        [](Rng& rng, const TensorList& x, Attrs& a) {
                          // Flatten, or split the element count into two factors.
@@ -174,6 +202,9 @@ std::vector<FuzzOp> make_ops() {
                        },
                        [](TensorList& x, const Attrs& a) { return x[0].reshape(a.ints); },
                        [](const Names& n, const Attrs& a) { return n[0] + ".reshape(" + ints(a.ints) + ")"; }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           return n[0] + ".reshape(" + py_ints(a.ints) + ")";
+                         };
   ops.push_back(FuzzOp{"expand", 1, false,
                        [](Rng& rng, const TensorList& x, Attrs& a) {
                          // A new leading dim, and size-1 dims grown.
@@ -184,6 +215,9 @@ std::vector<FuzzOp> make_ops() {
                        },
                        [](TensorList& x, const Attrs& a) { return x[0].expand(a.ints); },
                        [](const Names& n, const Attrs& a) { return n[0] + ".expand(" + ints(a.ints) + ")"; }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           return n[0] + ".expand(" + py_ints(a.ints) + ")";
+                         };
   ops.push_back(FuzzOp{"as_strided", 1, false,
                        [](Rng& rng, const TensorList& x, Attrs& a) {
                          // A window over a contiguous tensor's storage: sizes, strides and offset in range.
@@ -203,6 +237,9 @@ std::vector<FuzzOp> make_ops() {
                          return n[0] + ".as_strided(" + ints(a.ints, 0, 2) + ", " + ints(a.ints, 2, 4) + ", " +
                                 std::to_string(a.ints[4]) + ")";
                        }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           return "_as_strided(" + n[0] + ", " + py_ints(a.ints, 0, 2) + ", " + py_ints(a.ints, 2, 4) + ", " + str(a.ints[4]) + ")";
+                         };
   // In-place updates: of intermediates, of inputs, and through views of inputs.
   ops.push_back(in_place_binary("add_", [](Tensor& x, const Tensor& y) -> Tensor& { return x.add_(y); }, "add_"));
   ops.push_back(in_place_binary("mul_", [](Tensor& x, const Tensor& y) -> Tensor& { return x.mul_(y); }, "mul_"));
@@ -214,6 +251,9 @@ std::vector<FuzzOp> make_ops() {
                        },
                        [](TensorList& x, const Attrs& a) { return x[0].mul_(a.reals[0]); },
                        [](const Names& n, const Attrs& a) { return n[0] + ".mul_(" + num(a.reals[0]) + ")"; }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           return n[0] + ".mul_(" + num(a.reals[0]) + ")";
+                         };
   // Products, normalizations, joins and dropout.
   ops.push_back(FuzzOp{"matmul_t", 2, false,
                        [](Rng&, const TensorList& x, Attrs&) {
@@ -222,6 +262,9 @@ std::vector<FuzzOp> make_ops() {
                        },
                        [](TensorList& x, const Attrs&) { return x[0].matmul(x[1].transpose(-1, -2)); },
                        [](const Names& n, const Attrs&) { return n[0] + ".matmul(" + n[1] + ".transpose(-1, -2))"; }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           return n[0] + ".matmul(" + n[1] + ".transpose(-1, -2))";
+                         };
   // linear with a bias cut from the weight, often followed by relu or a tanh gelu: the pairs compiled
   // graphs fuse (with their gradients, in programs compiled with the gradient epilogues).
   ops.push_back(FuzzOp{"linear", 2, false,
@@ -243,6 +286,11 @@ std::vector<FuzzOp> make_ops() {
                          if (a.ints[0] == 1) return y + ".relu()";
                          return a.ints[0] == 2 ? "gelu(" + y + ", \"tanh\")" : y;
                        }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           const std::string y = "F.linear(" + n[0] + ", " + n[1] + (a.ints[1] ? ", " + n[1] + ".select(1, 0))" : ")");
+                           if (a.ints[0] == 1) return y + ".relu()";
+                           return a.ints[0] == 2 ? "F.gelu(" + y + ", approximate='tanh')" : y;
+                         };
   ops.push_back(FuzzOp{"softmax", 1, false,
                        [](Rng& rng, const TensorList& x, Attrs& a) {
                          if (!floating(x[0]) || x[0].dim() == 0) return false;
@@ -256,6 +304,9 @@ std::vector<FuzzOp> make_ops() {
                          return std::string(a.ints[1] ? "log_softmax(" : "softmax(") + n[0] + ", " +
                                 std::to_string(a.ints[0]) + ")";
                        }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           return std::string(a.ints[1] ? "torch.log_softmax(" : "torch.softmax(") + n[0] + ", " + str(a.ints[0]) + ")";
+                         };
   ops.push_back(FuzzOp{"cross_entropy", 1, false,
                        [](Rng& rng, const TensorList& x, Attrs& a) {
                          if (!floating(x[0]) || x[0].dim() != 2 || x[0].size(1) == 0) return false;
@@ -273,6 +324,10 @@ std::vector<FuzzOp> make_ops() {
                          return "cross_entropy(" + n[0] + ", " + n[0] + ".argmax(1), " + kReductions[a.ints[0]] +
                                 ")";
                        }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           static const char* const kReductions[] = {"mean", "sum", "none"};
+                           return "F.cross_entropy(" + n[0] + ", " + n[0] + ".argmax(1), reduction='" + kReductions[a.ints[0]] + "')";
+                         };
   ops.push_back(FuzzOp{"all_reduce", 1, false,
                        [](Rng& rng, const TensorList& x, Attrs& a) {
                          if (!floating(x[0])) return false;
@@ -289,6 +344,9 @@ std::vector<FuzzOp> make_ops() {
                          return "distributed::all_reduce(" + n[0] + (a.ints[0] ? ", ReduceOp::Avg" : ", ReduceOp::Sum") +
                                 ", group_of_one)";
                        }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           return a.ints[1] ? "torch.stack([" + n[0] + "])" : n[0] + ".clone()";  // one rank
+                         };
   ops.push_back(FuzzOp{"cat", 2, false,
                        [](Rng& rng, const TensorList& x, Attrs& a) {
                          if (x[0].dim() == 0) return false;
@@ -302,6 +360,9 @@ std::vector<FuzzOp> make_ops() {
                          return std::string(a.ints[1] ? "stack({" : "cat({") + n[0] + ", " + n[1] + "}, " +
                                 std::to_string(a.ints[0]) + ")";
                        }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           return std::string(a.ints[1] ? "torch.stack([" : "torch.cat([") + n[0] + ", " + n[1] + "], " + str(a.ints[0]) + ")";
+                         };
   ops.push_back(FuzzOp{"dropout", 1, false,
                        [](Rng& rng, const TensorList& x, Attrs& a) {
                          a.reals = {rng.chance(0.5) ? 0.5 : 0.2};
@@ -314,16 +375,25 @@ std::vector<FuzzOp> make_ops() {
                        [](Rng&, const TensorList& x, Attrs&) { return floating(x[0]) && x[0].dim() >= 1; },
                        [](TensorList& x, const Attrs&) { return layer_norm(x[0], {x[0].size(-1)}); },
                        [](const Names& n, const Attrs&) { return "layer_norm(" + n[0] + ", {" + n[0] + ".size(-1)})"; }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           return "F.layer_norm(" + n[0] + ", [" + n[0] + ".size(-1)])";
+                         };
   ops.push_back(FuzzOp{"batch_norm", 1, false,
                        [](Rng&, const TensorList& x, Attrs&) { return floating(x[0]) && x[0].dim() >= 2; },
                        [](TensorList& x, const Attrs&) { return batch_norm(x[0], Tensor(), Tensor(), Tensor(), Tensor(), true); },
                        [](const Names& n, const Attrs&) {
                          return "batch_norm(" + n[0] + ", Tensor(), Tensor(), Tensor(), Tensor(), true)";
                        }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           return "F.batch_norm(" + n[0] + ", None, None, training=True)";
+                         };
   ops.push_back(FuzzOp{"group_norm", 1, false,
                        [](Rng&, const TensorList& x, Attrs&) { return floating(x[0]) && x[0].dim() >= 2; },
                        [](TensorList& x, const Attrs&) { return group_norm(x[0], 1); },
                        [](const Names& n, const Attrs&) { return "group_norm(" + n[0] + ", 1)"; }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           return "F.group_norm(" + n[0] + ", 1)";
+                         };
   ops.push_back(FuzzOp{"pool2d", 1, false,
                        [](Rng& rng, const TensorList& x, Attrs& a) {
                          if (!floating(x[0]) || x[0].dim() != 3) return false;
@@ -339,6 +409,10 @@ std::vector<FuzzOp> make_ops() {
                          const char* f = a.ints[0] == 0 ? "max_pool2d(" : a.ints[0] == 1 ? "avg_pool2d(" : "adaptive_avg_pool2d(";
                          return f + n[0] + ", {" + std::to_string(a.ints[1]) + "})";
                        }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           const char* f = a.ints[0] == 0 ? "F.max_pool2d(" : a.ints[0] == 1 ? "F.avg_pool2d(" : "F.adaptive_avg_pool2d(";
+                           return f + n[0] + ", " + str(a.ints[1]) + ")";
+                         };
   ops.push_back(FuzzOp{"chunk", 1, false,  // one piece of chunk/unbind (views)
                        [](Rng& rng, const TensorList& x, Attrs& a) {
                          if (x[0].dim() == 0) return false;
@@ -359,6 +433,10 @@ std::vector<FuzzOp> make_ops() {
                                           : "chunk(" + n[0] + ", " + std::to_string(a.ints[1]) + ", " +
                                                 std::to_string(a.ints[0]) + ")[" + std::to_string(a.ints[2]) + "]";
                        }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           return a.ints[3] ? "torch.unbind(" + n[0] + ", " + str(a.ints[0]) + ")[" + str(a.ints[2]) + "]"
+                                            : "torch.chunk(" + n[0] + ", " + str(a.ints[1]) + ", " + str(a.ints[0]) + ")[" + str(a.ints[2]) + "]";
+                         };
   ops.push_back(FuzzOp{"tril", 1, false,
                        [](Rng& rng, const TensorList& x, Attrs& a) {
                          a.ints = {rng.between(-1, 1), rng.chance(0.5)};
@@ -368,6 +446,9 @@ std::vector<FuzzOp> make_ops() {
                        [](const Names& n, const Attrs& a) {
                          return std::string(a.ints[1] ? "triu(" : "tril(") + n[0] + ", " + std::to_string(a.ints[0]) + ")";
                        }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           return std::string(a.ints[1] ? "torch.triu(" : "torch.tril(") + n[0] + ", " + str(a.ints[0]) + ")";
+                         };
   ops.push_back(FuzzOp{"masked_fill", 2, false,  // masked where operand 1 exceeds a threshold
                        [](Rng& rng, const TensorList& x, Attrs& a) {
                          a.reals = {rng.chance(0.5) ? 0.0 : 0.5, rng.chance(0.5) ? -1.5 : 2.0};
@@ -377,6 +458,9 @@ std::vector<FuzzOp> make_ops() {
                        [](const Names& n, const Attrs& a) {
                          return "masked_fill(" + n[0] + ", gt(" + n[1] + ", " + num(a.reals[0]) + "), " + num(a.reals[1]) + ")";
                        }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           return "torch.masked_fill(" + n[0] + ", torch.gt(" + n[1] + ", " + num(a.reals[0]) + "), " + num(a.reals[1]) + ")";
+                         };
   // A [C, H, W] input convolved with a kxk window of itself as the weight [1, C, k, k], so that the
   // input's gradient gathers both the data and the weight paths.
   ops.push_back(FuzzOp{"conv2d", 1, false,
@@ -395,6 +479,11 @@ std::vector<FuzzOp> make_ops() {
                                 ").unsqueeze(0), Tensor(), {" + std::to_string(a.ints[1]) + "}, " +
                                 std::to_string(a.ints[2]) + ")";
                        }});
+  ops.back().python = [](const Names& n, const Attrs& a) {
+                           const std::string k = str(a.ints[0]);
+                           return "F.conv2d(" + n[0] + ", " + n[0] + ".narrow(1, 0, " + k + ").narrow(2, 0, " + k + ").unsqueeze(0), None, " + str(a.ints[1]) + ", " + str(a.ints[2]) + ")";
+                         };
+  add_oracle_ops(ops);
   return ops;
 }
 
@@ -403,6 +492,13 @@ std::vector<FuzzOp> make_ops() {
 const std::vector<FuzzOp>& fuzz_ops() {
   static const std::vector<FuzzOp> ops = make_ops();
   return ops;
+}
+
+size_t legacy_op_count() {
+  const auto& ops = fuzz_ops();
+  size_t n = 0;
+  while (n < ops.size() && !ops[n].oracle_only) ++n;
+  return n;
 }
 
 }  // namespace tg::fuzz

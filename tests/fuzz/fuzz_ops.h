@@ -11,6 +11,9 @@
 
 namespace tg::fuzz {
 
+// Operand names of a printer.
+using Names = std::vector<std::string>;
+
 // One op of the table.
 struct FuzzOp {
   std::string name;
@@ -22,9 +25,20 @@ struct FuzzOp {
   std::function<Tensor(TensorList&, const Attrs&)> apply;
   // The C++ expression of the op over operand names.
   std::function<std::string(const std::vector<std::string>&, const Attrs&)> print;
+  // The PyTorch expression of the op over operand names, with `torch`, `F` (torch.nn.functional)
+  // and the helpers of tests/fuzz/torch_oracle.py in scope; parameters are named p<index>. Unset
+  // for an op with no PyTorch counterpart (random ops): the PyTorch oracle does not draw it.
+  std::function<std::string(const Names&, const Attrs&)> python;
+  // Drawn only for the PyTorch oracle (ops joined after the compiled-vs-eager fuzzer's seeds were
+  // fixed: those seeds draw from the ops before the first such entry, so they keep their programs).
+  bool oracle_only = false;
 };
 
 // Every op the fuzzer can generate.
 const std::vector<FuzzOp>& fuzz_ops();
+// How many leading entries of fuzz_ops() the compiled-vs-eager fuzzer draws from.
+size_t legacy_op_count();
+// The modules and other ops only the PyTorch oracle draws (appended to fuzz_ops()).
+void add_oracle_ops(std::vector<FuzzOp>& ops);
 
 }  // namespace tg::fuzz

@@ -55,6 +55,8 @@ TensorList make_inputs(const Program& program, Device device) {
 }
 
 TensorList run_program(const Program& program, const TensorList& inputs) {
+  std::optional<AutocastGuard> autocast;
+  if (program.autocast && !inputs.empty()) autocast.emplace(inputs[0].device(), *program.autocast);
   const auto& ops = fuzz_ops();
   TensorList values = inputs;
   for (const Statement& s : program.body) {
@@ -65,6 +67,19 @@ TensorList run_program(const Program& program, const TensorList& inputs) {
   TensorList outputs;
   for (int v : program.outputs) outputs.push_back(values[static_cast<size_t>(v)]);
   return outputs;
+}
+
+TensorList program_parameters(const Program& program) {
+  TensorList params;
+  for (const Statement& s : program.body)
+    if (s.attrs.module)
+      for (const Tensor& p : s.attrs.module->parameters()) params.push_back(p);
+  return params;
+}
+
+void move_modules(const Program& program, Device device) {
+  for (const Statement& s : program.body)
+    if (s.attrs.module) s.attrs.module->to(device);
 }
 
 std::string print_program(const Program& program, const std::string& backend, Device device) {
@@ -84,6 +99,7 @@ std::string print_program(const Program& program, const std::string& backend, De
     args += (i ? ", in" : "in") + std::to_string(i);
   }
   os << "  auto fn = [](const TensorList& in) {\n";
+  if (program.autocast) os << "    AutocastGuard autocast(in[0].device(), " << dtype_literal(*program.autocast) << ");\n";
   for (size_t i = 0; i < program.inputs.size(); ++i)
     os << "    Tensor " << value_name(static_cast<int>(i)) << " = in[" << i << "];\n";
   int next = static_cast<int>(program.inputs.size());

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -34,6 +36,8 @@ class Rng {
 struct Attrs {
   std::vector<int64_t> ints;
   std::vector<double> reals;
+  std::shared_ptr<nn::Module> module;  // a module op's layer (its parameters are the program's)
+  int first_param = 0;                 // the index of the module's first parameter among the program's
 };
 
 // One input of a program.
@@ -49,6 +53,7 @@ struct Statement {
   int op = 0;  // index into fuzz_ops()
   std::vector<int> operands;
   Attrs attrs;
+  DType dtype = kFloat32;  // the result's dtype when the statement was drawn (eagerly, on the CPU)
 };
 
 // A whole program.
@@ -58,6 +63,7 @@ struct Program {
   std::vector<Statement> body;
   std::vector<int> outputs;  // value indices
   bool gradient_epilogues = false;  // compiled with CompileOptions::fuse_gradient_epilogues (odd seeds)
+  std::optional<DType> autocast;    // the body runs under AutocastGuard(inputs' device, *autocast)
 };
 
 // How closely compiled results must match eager ones: float32's bounds, looser where a 16-bit input
@@ -72,6 +78,10 @@ Tolerance tolerance_of(const Program& program);
 TensorList make_inputs(const Program& program, Device device);
 // Runs the program's body on `inputs` and returns its outputs.
 TensorList run_program(const Program& program, const TensorList& inputs);
+// The parameters of the program's modules, in statement order (each module's in named_parameters order).
+TensorList program_parameters(const Program& program);
+// Moves the program's modules to `device` (they are drawn on the CPU).
+void move_modules(const Program& program, Device device);
 // The program as a self-contained gtest case comparing `backend` with eager mode.
 std::string print_program(const Program& program, const std::string& backend, Device device);
 
