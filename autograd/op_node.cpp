@@ -1,6 +1,7 @@
 #include "autograd/op_node.h"
 
 #include "autograd/grad_mode.h"
+#include "autograd/view_rebase.h"
 #include "ops/factory.h"
 
 namespace tg {
@@ -126,6 +127,7 @@ TensorList AccumulateGrad::apply(TensorList&& grad_outputs) {
 Edge gradient_edge(const Tensor& t) {
   TensorImpl* impl = t.impl();
   AutogradMeta& meta = impl->autograd();
+  if (meta.grad_fn && impl->view_base() && meta.view_version != impl->storage()->version()) regenerate_view_history(t);
   if (meta.grad_fn) return Edge{meta.grad_fn, meta.output_nr};
   std::shared_ptr<Node> acc = meta.grad_accumulator.lock();
   if (!acc) {

@@ -1,6 +1,9 @@
 #include "autograd/view_rebase.h"
 
+#include "autograd/grad_mode.h"
+#include "ops/dispatch.h"
 #include "ops/factory.h"
+#include "ops/view.h"
 
 namespace tg {
 
@@ -48,8 +51,19 @@ void rebase_history(const Tensor& target, const std::shared_ptr<Node>& node, int
   base_meta.grad_fn = copy_slices;
   base_meta.output_nr = 0;
   // Re-derive the view from the base's new history so later uses of the view see the write.
-  Tensor regenerated = base.as_strided(target.sizes(), target.strides(), target.storage_offset());
-  AutogradMeta& meta = target.impl()->autograd();
+  regenerate_view_history(target);
+}
+
+void regenerate_view_history(const Tensor& view) {
+  TensorImpl* impl = view.impl();
+  AutogradMeta& meta = impl->autograd();
+  meta.view_version = impl->storage()->version();
+  const Tensor base(impl->view_base());
+  if (!base.requires_grad()) return;
+  // Only the node matters here: the tracer need not see this as_strided, whose output is dropped.
+  GradModeGuard grad(true);
+  OpObserverGuard no_observer(nullptr);
+  const Tensor regenerated = base.as_strided(view.sizes(), view.strides(), view.storage_offset());
   meta.grad_fn = regenerated.grad_fn();
   meta.output_nr = 0;
 }

@@ -13,6 +13,11 @@ void rebase_history(const Tensor& target, const std::shared_ptr<OpNode>& node);
 // The same for any node (custom Functions) whose input `mutated_input` is the written tensor.
 void rebase_history(const Tensor& target, const std::shared_ptr<Node>& node, int mutated_input);
 
+// Derives a view's grad_fn again from its base's current history (an as_strided of the base), as
+// PyTorch does for a view whose base was written in place after the view was taken: the view's
+// old grad_fn would route its gradient around the write. Records the storage version it saw.
+void regenerate_view_history(const Tensor& view);
+
 // Backward of an in-place op applied to a view: routes the op's gradient into the view's region
 // of the base's gradient (PyTorch's CopySlices).
 class CopySlices final : public Node {

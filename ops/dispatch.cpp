@@ -187,6 +187,7 @@ TensorList dispatch(const OpPtr& op, TensorList inputs) {
         AutogradMeta& meta = outputs[i].impl()->autograd();
         meta.grad_fn = node;
         meta.output_nr = static_cast<uint32_t>(i);
+        if (outputs[i].impl()->view_base()) meta.view_version = outputs[i].impl()->storage()->version();
       }
     }
     // After the outputs are linked to the node: a saved output must know it requires grad, so that

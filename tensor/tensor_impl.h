@@ -33,6 +33,9 @@ struct AutogradMeta {
   std::vector<GradHook> hooks;             // leaves: run before accumulation
   std::vector<PostAccumulateGradHook> post_accumulate_hooks;  // leaves: run after accumulation
   std::shared_ptr<GradReducer> grad_reducer;  // leaves: reduces the gradient across processes (data parallel)
+  // Views: the storage version grad_fn was derived at. A later write into the storage (through the
+  // base or another view) makes gradient_edge() derive it again from the base's new history.
+  uint64_t view_version = 0;
 };
 
 // Destroys an AutogradMeta that TensorImpl::autograd() made in the CPU allocator's small blocks.
