@@ -62,6 +62,26 @@ struct RnnDescriptors {
   cudnnTensorDescriptor_t h = nullptr;
 
   RnnDescriptors(const RnnConfig& c, cudnnHandle_t handle, int device, cudnnRNNAlgo_t algo) {
+    // A geometry cuDNN refuses (asked for 16-bit layers) throws from here: release what was made.
+    try {
+      create(c, handle, device, algo);
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  ~RnnDescriptors() { release(); }
+  RnnDescriptors(const RnnDescriptors&) = delete;
+  RnnDescriptors& operator=(const RnnDescriptors&) = delete;
+
+ private:
+  void release() {
+    if (rnn != nullptr) cudnnDestroyRNNDescriptor(rnn);
+    if (x != nullptr) cudnnDestroyRNNDataDescriptor(x);
+    if (y != nullptr) cudnnDestroyRNNDataDescriptor(y);
+    if (h != nullptr) cudnnDestroyTensorDescriptor(h);
+  }
+  void create(const RnnConfig& c, cudnnHandle_t handle, int device, cudnnRNNAlgo_t algo) {
     auto i = [](int64_t v) { return static_cast<int>(v); };
     const cudnnDataType_t t = data_type(c.dtype), prec = math_precision(c.dtype);
     TG_CUDNN_CHECK(cudnnCreateRNNDescriptor(&rnn));
@@ -94,14 +114,6 @@ struct RnnDescriptors {
     const int strides[3] = {i(c.batch * c.hidden_size), i(c.hidden_size), 1};
     TG_CUDNN_CHECK(cudnnSetTensorNdDescriptor(h, t, 3, dims, strides));
   }
-  ~RnnDescriptors() {
-    cudnnDestroyRNNDescriptor(rnn);
-    cudnnDestroyRNNDataDescriptor(x);
-    cudnnDestroyRNNDataDescriptor(y);
-    cudnnDestroyTensorDescriptor(h);
-  }
-  RnnDescriptors(const RnnDescriptors&) = delete;
-  RnnDescriptors& operator=(const RnnDescriptors&) = delete;
 };
 
 // What cuDNN said about one geometry: buffer sizes, and where each gate's matrix and bias lives in
