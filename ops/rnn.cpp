@@ -17,15 +17,21 @@
 namespace tg {
 namespace {
 
-// Validates the layer's operands against `gates` gate blocks; returns the hidden size.
+// Validates the layer's operands against `gates` gate blocks (and the projection w_hr when defined);
+// returns the hidden size.
 int64_t check_layer(const char* op, int64_t gates, const Tensor& x, const Tensor& h0, const Tensor& w_ih,
-                    const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh) {
+                    const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh, const Tensor& w_hr = Tensor()) {
   TG_CHECK(x.dim() == 3, "[", op, "] expected input of shape [seq_len, batch, input_size], got ",
            shape_str(x.sizes()));
   TG_CHECK(w_hh.dim() == 2 && w_hh.size(0) % gates == 0, "[", op, "] expected weight_hh of shape [", gates,
-           "*hidden_size, hidden_size], got ", shape_str(w_hh.sizes()));
+           "*hidden_size, ", w_hr.defined() ? "proj_size" : "hidden_size", "], got ", shape_str(w_hh.sizes()));
   const int64_t H = w_hh.size(0) / gates;
-  TG_CHECK(w_hh.size(1) == H, "[", op, "] expected weight_hh of shape [", gates * H, ", ", H, "], got ",
+  if (w_hr.defined())
+    TG_CHECK(w_hr.dim() == 2 && w_hr.size(1) == H && w_hr.size(0) > 0 && w_hr.size(0) < H, "[", op,
+             "] expected weight_hr of shape [proj_size, ", H, "] with 0 < proj_size < hidden_size (", H, "), got ",
+             shape_str(w_hr.sizes()));
+  const int64_t P = w_hr.defined() ? w_hr.size(0) : H;  // features of h
+  TG_CHECK(w_hh.size(1) == P, "[", op, "] expected weight_hh of shape [", gates * H, ", ", P, "], got ",
            shape_str(w_hh.sizes()));
   TG_CHECK(w_ih.dim() == 2 && w_ih.size(0) == gates * H && w_ih.size(1) == x.size(2), "[", op,
            "] expected weight_ih of shape [", gates * H, ", ", x.size(2), "] (input_size ", x.size(2), "), got ",
@@ -33,8 +39,12 @@ int64_t check_layer(const char* op, int64_t gates, const Tensor& x, const Tensor
   for (const Tensor* b : {&b_ih, &b_hh})
     TG_CHECK(!b->defined() || (b->dim() == 1 && b->size(0) == gates * H), "[", op, "] expected biases of shape [",
              gates * H, "], got ", shape_str(b->sizes()));
-  TG_CHECK(h0.dim() == 2 && h0.size(0) == x.size(1) && h0.size(1) == H, "[", op, "] Expected hidden size [",
-           x.size(1), ", ", H, "], got ", shape_str(h0.sizes()));
+  TG_CHECK(h0.dim() == 2 && h0.size(0) == x.size(1) && h0.size(1) == P, "[", op, "] Expected hidden size [",
+           x.size(1), ", ", P, "], got ", shape_str(h0.sizes()));
+  if (w_hr.defined())
+    TG_CHECK(w_hr.dtype() == x.dtype() && w_hr.device() == x.device(), "[", op, "] weight_hr must share the input's ",
+             "dtype and device, got ", dtype_name(w_hr.dtype()), " on ", w_hr.device().str(), " and ",
+             dtype_name(x.dtype()), " on ", x.device().str());
   TG_CHECK(x.dtype() == w_ih.dtype() && x.dtype() == h0.dtype(), "[", op,
            "] input, weights and hidden state must share a dtype, got ", dtype_name(x.dtype()), ", ",
            dtype_name(w_ih.dtype()), " and ", dtype_name(h0.dtype()));
@@ -54,13 +64,15 @@ Tensor input_projection(const Tensor& x, const Tensor& w_ih, const Tensor& b_ih,
 }  // namespace
 
 RnnLayerResult lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih, const Tensor& w_hh,
-                          const Tensor& b_ih, const Tensor& b_hh, bool reverse) {
-  check_layer("lstm", 4, x, h0, w_ih, w_hh, b_ih, b_hh);
-  TG_CHECK(c0.sizes() == h0.sizes(), "[lstm] Expected cell state size ", shape_str(h0.sizes()), ", got ",
+                          const Tensor& b_ih, const Tensor& b_hh, bool reverse, const Tensor& w_hr) {
+  const int64_t H = check_layer("lstm", 4, x, h0, w_ih, w_hh, b_ih, b_hh, w_hr);
+  const Shape cell_shape{x.size(1), H};
+  TG_CHECK(c0.sizes() == cell_shape, "[lstm] Expected cell state size ", shape_str(cell_shape), ", got ",
            shape_str(c0.sizes()));
   const int64_t T = x.size(0);
   const Tensor xw = input_projection(x, w_ih, b_ih, b_hh, true);
   const Tensor w_hh_t = transpose(w_hh, 0, 1);
+  const Tensor w_hr_t = w_hr.defined() ? transpose(w_hr, 0, 1) : Tensor();
   Tensor h = h0, c = c0;
   TensorList outs(static_cast<size_t>(T));
   for (int64_t s = 0; s < T; ++s) {
@@ -69,6 +81,7 @@ RnnLayerResult lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, c
     const TensorList g = chunk(gates, 4, 1);
     c = add(mul(sigmoid(g[1]), c), mul(sigmoid(g[0]), tanh(g[2])));
     h = mul(sigmoid(g[3]), tanh(c));
+    if (w_hr.defined()) h = mm(h, w_hr_t);  // the projection: h_t = W_hr (o_t * tanh(c_t))
     outs[static_cast<size_t>(t)] = h;
   }
   Tensor output = T > 0 ? stack(outs, 0) : empty({0, x.size(1), h0.size(1)}, {.dtype = x.dtype(), .device = x.device()});
@@ -107,9 +120,12 @@ RnnResult rnn_composed(const RnnConfig& cfg, const Tensor& x, const Tensor& h0, 
     TensorList outs;
     for (int64_t d = 0; d < dirs; ++d) {
       const int64_t k = layer * dirs + d;
-      const auto w = [&](int64_t i) { return i < per ? weights[static_cast<size_t>(k * per + i)] : Tensor(); };
-      RnnLayerResult r = cfg.lstm() ? lstm_layer(layer_in, h0.select(0, k), c0.select(0, k), w(0), w(1), w(2), w(3), d == 1)
-                                    : gru_layer(layer_in, h0.select(0, k), w(0), w(1), w(2), w(3), d == 1);
+      const auto w = [&](int64_t i) { return weights[static_cast<size_t>(k * per + i)]; };
+      const Tensor b_ih = cfg.bias ? w(2) : Tensor(), b_hh = cfg.bias ? w(3) : Tensor();
+      const Tensor w_hr = cfg.proj_size > 0 ? w(per - 1) : Tensor();
+      RnnLayerResult r = cfg.lstm() ? lstm_layer(layer_in, h0.select(0, k), c0.select(0, k), w(0), w(1), b_ih, b_hh,
+                                                 d == 1, w_hr)
+                                    : gru_layer(layer_in, h0.select(0, k), w(0), w(1), b_ih, b_hh, d == 1);
       hs.push_back(r.h);
       if (cfg.lstm()) cs.push_back(r.c);
       outs.push_back(r.output);

@@ -2,12 +2,13 @@
 // one kernel call: cuDNN on CUDA, GEMMs and fused gate loops on the CPU), whose backward is one op
 // too, rnn_backward (cuDNN's backward data and weights on CUDA); a traced graph holds one node for
 // each. The forward's reserve (what the kernels keep for the backward) is an output of its own, an
-// int64 blob that never takes a gradient. Meta tensors, and empty sequences, batches or inputs,
-// take the composed path of ops/rnn.cpp.
+// int64 blob that never takes a gradient. Meta tensors, empty sequences, batches or inputs, and LSTM
+// projections take the composed path of ops/rnn.cpp.
 #include <memory>
 #include <sstream>
 
 #include "autograd/grad_mode.h"
+#include "ops/autocast.h"
 #include "ops/dispatch.h"
 #include "ops/factory.h"
 #include "ops/rnn_kernels.h"
@@ -21,7 +22,8 @@ Shape RnnConfig::weight_shape(int64_t k) const {
   const int64_t per = tensors_per_layer(), pos = k % per, layer = k / per / dirs();
   const int64_t rows = gates() * hidden_size;
   if (pos == 0) return {rows, layer_input(layer)};
-  if (pos == 1) return {rows, hidden_size};
+  if (pos == 1) return {rows, out_size()};
+  if (proj_size > 0 && pos == per - 1) return {proj_size, hidden_size};
   return {rows};
 }
 
@@ -35,9 +37,21 @@ RnnGradLayout rnn_list_grad_layout(const RnnConfig& cfg) {
   return layout;
 }
 
+RnnConfig rnn_compute_config(const RnnConfig& cfg, Device device) {
+  if (!is_low_precision(cfg.dtype)) return cfg;
+#ifdef TG_WITH_CUDA
+  if (device.is_cuda() && cuda::rnn_takes_dtype(cfg, device.index)) return cfg;
+#else
+  (void)device;
+#endif
+  RnnConfig wide = cfg;
+  wide.dtype = kFloat32;
+  return wide;
+}
+
 RnnGradLayout rnn_grad_layout(const RnnConfig& cfg, Device device) {
 #ifdef TG_WITH_CUDA
-  if (device.is_cuda()) return cuda::rnn_grad_layout(cfg, device.index);
+  if (device.is_cuda()) return cuda::rnn_grad_layout(rnn_compute_config(cfg, device), device.index);
 #else
   (void)device;
 #endif
@@ -47,8 +61,9 @@ RnnGradLayout rnn_grad_layout(const RnnConfig& cfg, Device device) {
 int64_t rnn_packed_weights_numel(const RnnConfig& cfg, Device device) {
 #ifdef TG_WITH_CUDA
   if (device.is_cuda()) {
-    const int64_t esize = dtype_size(cfg.dtype);
-    return (cuda::rnn_weight_space_bytes(cfg, device.index) + esize - 1) / esize;
+    const RnnConfig cc = rnn_compute_config(cfg, device);
+    const int64_t esize = dtype_size(cc.dtype);
+    return (cuda::rnn_weight_space_bytes(cc, device.index) + esize - 1) / esize;
   }
 #else
   (void)cfg;
@@ -72,6 +87,7 @@ std::string RnnConfig::str() const {
   std::ostringstream s;
   s << "mode=" << name() << ", hidden_size=" << hidden_size << ", num_layers=" << num_layers
     << ", bidirectional=" << (bidirectional ? "true" : "false") << ", bias=" << (bias ? "true" : "false");
+  if (proj_size > 0) s << ", proj_size=" << proj_size;
   return s.str();
 }
 
@@ -80,8 +96,9 @@ namespace {
 // PyTorch's name of weight `k` of rnn()'s list: weight_ih_l0, bias_hh_l1_reverse, ...
 std::string weight_name(const RnnConfig& cfg, int64_t k) {
   static const char* const kNames[] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh"};
-  const int64_t per = cfg.tensors_per_layer(), ld = k / per;
-  return std::string(kNames[k % per]) + "_l" + std::to_string(ld / cfg.dirs()) + (ld % cfg.dirs() == 1 ? "_reverse" : "");
+  const int64_t per = cfg.tensors_per_layer(), ld = k / per, pos = k % per;
+  const char* name = cfg.proj_size > 0 && pos == per - 1 ? "weight_hr" : kNames[pos];
+  return std::string(name) + "_l" + std::to_string(ld / cfg.dirs()) + (ld % cfg.dirs() == 1 ? "_reverse" : "");
 }
 
 void check_same(const char* op, const Tensor& t, const char* what, const Tensor& x) {
@@ -94,35 +111,57 @@ void check_same(const char* op, const Tensor& t, const char* what, const Tensor&
 }  // namespace
 
 RnnConfig check_rnn_operands(const char* op, RnnMode mode, const Tensor& x, const Tensor& h0, const Tensor& c0,
-                             const TensorList& weights, int64_t num_layers, bool bidirectional) {
+                             const TensorList& weights, int64_t num_layers, bool bidirectional, int64_t proj_size) {
   RnnConfig cfg;
   cfg.mode = mode;
   cfg.num_layers = num_layers;
   cfg.bidirectional = bidirectional;
+  cfg.proj_size = proj_size;
   TG_CHECK(num_layers > 0, "[", op, "] num_layers must be positive, got ", num_layers);
+  TG_CHECK(proj_size >= 0, "[", op, "] proj_size should be a positive integer or zero to disable projections, got ",
+           proj_size);
+  TG_CHECK(proj_size == 0 || cfg.lstm(), "[", op, "] proj_size argument is only supported for LSTM, not GRU (got ",
+           "proj_size ", proj_size, ")");
   TG_CHECK(x.defined() && h0.defined(), "[", op, "] got an undefined input or h0");
   TG_CHECK(x.dim() == 3, "[", op, "] expected input of shape [seq_len, batch, input_size], got ",
            shape_str(x.sizes()));
   check_floating(op, x);
   const int64_t layers = num_layers * cfg.dirs();
-  TG_CHECK(h0.dim() == 3 && h0.size(0) == layers && h0.size(1) == x.size(1) && h0.size(2) > 0, "[", op,
-           "] expected h0 of shape [num_layers*num_directions, batch, hidden_size] = [", layers, ", ", x.size(1),
-           ", hidden_size], got ", shape_str(h0.sizes()));
+  if (proj_size == 0) {
+    TG_CHECK(h0.dim() == 3 && h0.size(0) == layers && h0.size(1) == x.size(1) && h0.size(2) > 0, "[", op,
+             "] expected h0 of shape [num_layers*num_directions, batch, hidden_size] = [", layers, ", ", x.size(1),
+             ", hidden_size], got ", shape_str(h0.sizes()));
+  } else {
+    TG_CHECK(h0.dim() == 3 && h0.size(0) == layers && h0.size(1) == x.size(1) && h0.size(2) == proj_size, "[", op,
+             "] expected h0 of shape [num_layers*num_directions, batch, proj_size] = [", layers, ", ", x.size(1), ", ",
+             proj_size, "], got ", shape_str(h0.sizes()));
+  }
   check_same(op, h0, "h0", x);
   cfg.seq_len = x.size(0);
   cfg.batch = x.size(1);
   cfg.input_size = x.size(2);
   cfg.hidden_size = h0.size(2);
   cfg.dtype = x.dtype();
-  if (cfg.lstm()) {
+  if (cfg.lstm() && proj_size > 0) {
+    // The hidden size is c0's: h0 holds projected states.
+    TG_CHECK(c0.defined() && c0.dim() == 3 && c0.size(0) == layers && c0.size(1) == x.size(1) &&
+                 c0.size(2) > proj_size,
+             "[", op, "] expected c0 of shape [num_layers*num_directions, batch, hidden_size] = [", layers, ", ",
+             x.size(1), ", hidden_size] with hidden_size > proj_size (", proj_size, "), got ",
+             c0.defined() ? shape_str(c0.sizes()) : std::string("an undefined tensor"));
+    cfg.hidden_size = c0.size(2);
+    check_same(op, c0, "c0", x);
+  } else if (cfg.lstm()) {
     TG_CHECK(c0.defined() && c0.sizes() == h0.sizes(), "[", op, "] expected c0 of shape ", shape_str(h0.sizes()),
              " (as h0), got ", c0.defined() ? shape_str(c0.sizes()) : std::string("an undefined tensor"));
     check_same(op, c0, "c0", x);
   }
   const auto count = static_cast<int64_t>(weights.size());
-  TG_CHECK(count == layers * 4 || count == layers * 2, "[", op, "] expected ", layers * 4, " weights (w_ih, w_hh, ",
-           "b_ih, b_hh per layer and direction) or ", layers * 2, " without biases, got ", count);
-  cfg.bias = count == layers * 4;
+  const int64_t proj = proj_size > 0 ? 1 : 0;
+  TG_CHECK(count == layers * (4 + proj) || count == layers * (2 + proj), "[", op, "] expected ", layers * (4 + proj),
+           " weights (w_ih, w_hh, b_ih, b_hh", proj ? ", w_hr" : "", " per layer and direction) or ",
+           layers * (2 + proj), " without biases, got ", count);
+  cfg.bias = count == layers * (4 + proj);
   for (int64_t k = 0; k < count; ++k) {
     const Tensor& w = weights[static_cast<size_t>(k)];
     const Shape want = cfg.weight_shape(k);
@@ -165,15 +204,21 @@ RnnConfig check_fused(const char* op, RnnMode mode, const RnnOperands& o, int64_
   return cfg;
 }
 
-// Elements of the int64 blob that holds the reserve of `cfg` on `device`.
+// Elements of the int64 blob that holds the reserve of `cfg` on `device`. It is sized for the
+// compute config: widening (16-bit layers on float32 copies) leaves the int64 blob as it is, and the
+// kernels then write float32 elements into it.
 int64_t reserve_numel(const RnnConfig& cfg, Device device) {
-  int64_t bytes = cpu::rnn_reserve_elements(cfg) * dtype_size(cfg.dtype);
+  const RnnConfig cc = rnn_compute_config(cfg, device);
+  int64_t bytes = cpu::rnn_reserve_elements(cc) * dtype_size(cc.dtype);
 #ifdef TG_WITH_CUDA
-  if (device.is_cuda()) bytes = cuda::rnn_reserve_bytes(cfg, device.index);
-#else
-  (void)device;
+  if (device.is_cuda()) bytes = cuda::rnn_reserve_bytes(cc, device.index);
 #endif
   return (bytes + 7) / 8;
+}
+
+// Whether the kernels of `device` run `cfg` on float32 copies of its 16-bit operands.
+bool runs_widened(const RnnConfig& cfg, Device device) {
+  return rnn_compute_config(cfg, device).dtype != cfg.dtype;
 }
 
 class RnnOp final : public Op {
@@ -199,10 +244,11 @@ class RnnOp final : public Op {
     return out;
   }
   void eval(const TensorList& in, TensorList& out) const override {
-    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
     const RnnOperands o = split_operands(mode_, in, n_weights_);
     const RnnConfig cfg = check_rnn_operands("rnn", mode_, o.x, o.h0, o.c0, o.weights, num_layers_,
                                              bidirectional_);
+    // 16-bit floats compute in float32 on the CPU; cuDNN runs them in their dtype (float32 math).
+    if (runs_widened(cfg, o.x.device()) && eval_widened(*this, in, out)) return;
     const bool lstm = cfg.lstm();
     const Tensor cy = lstm ? out[2] : Tensor(), reserve = train_ ? out[lstm ? 3 : 2] : Tensor();
 #ifdef TG_WITH_CUDA
@@ -270,11 +316,11 @@ class RnnBackwardOp final : public Op {
     return out;
   }
   void eval(const TensorList& in, TensorList& out) const override {
-    if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
     const size_t states = mode_ == RnnMode::LSTM ? 2 : 1, first = 1 + states + n_weights_;
     const RnnOperands o = split_operands(mode_, in, n_weights_);
     const RnnConfig cfg = check_rnn_operands("rnn_backward", mode_, o.x, o.h0, o.c0, o.weights, num_layers_,
                                              bidirectional_);
+    if (runs_widened(cfg, o.x.device()) && eval_widened(*this, in, out)) return;  // as the forward
     const bool lstm = states == 2;
     const Tensor dcy = lstm ? in[first + 5] : Tensor(), dcx = lstm ? out[2] : Tensor();
 #ifdef TG_WITH_CUDA
@@ -348,11 +394,18 @@ bool any_requires_grad(const TensorList& ts) {
 
 }  // namespace
 
-RnnResult rnn(RnnMode mode, const Tensor& x, const Tensor& h0, const Tensor& c0, const TensorList& weights,
-              int64_t num_layers, bool bidirectional) {
+RnnResult rnn(RnnMode mode, const Tensor& x_in, const Tensor& h0_in, const Tensor& c0_in, const TensorList& weights_in,
+              int64_t num_layers, bool bidirectional, int64_t proj_size) {
+  // Autocast: PyTorch lists the recurrent layers as lower precision on both device types (cudnn_rnn
+  // on CUDA, mkldnn_rnn_layer on the CPU). The casts are differentiable ops: gradients come back in
+  // each operand's own dtype.
+  const Tensor x = autocast::to_low(x_in), h0 = autocast::to_low(h0_in), c0 = autocast::to_low(c0_in);
+  TensorList weights;
+  weights.reserve(weights_in.size());
+  for (const Tensor& w : weights_in) weights.push_back(autocast::to_low(w));
   const RnnConfig cfg = check_rnn_operands(mode == RnnMode::LSTM ? "lstm" : "gru", mode, x, h0, c0, weights,
-                                           num_layers, bidirectional);
-  if ((x.is_cuda() || x.is_cpu()) && cfg.seq_len > 0 && cfg.batch > 0 && cfg.input_size > 0) {
+                                           num_layers, bidirectional, proj_size);
+  if (proj_size == 0 && (x.is_cuda() || x.is_cpu()) && cfg.seq_len > 0 && cfg.batch > 0 && cfg.input_size > 0) {
     // The kernels read dense operands; contiguous() is an op, so a trace sees any copy.
     TensorList in{x.contiguous(), h0.contiguous()};
     if (cfg.lstm()) in.push_back(c0.contiguous());

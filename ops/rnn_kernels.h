@@ -20,15 +20,18 @@ struct RnnConfig {
   bool bidirectional = false;
   bool bias = true;
   DType dtype = kFloat32;
+  int64_t proj_size = 0;  // LSTM projections: hidden states of proj_size features (0: none)
 
   bool lstm() const { return mode == RnnMode::LSTM; }
   // Gate blocks per weight matrix: 4 for LSTM, 3 for GRU.
   int64_t gates() const { return lstm() ? 4 : 3; }
   int64_t dirs() const { return bidirectional ? 2 : 1; }
-  // Weight tensors per layer and direction: w_ih, w_hh (+ b_ih, b_hh).
-  int64_t tensors_per_layer() const { return bias ? 4 : 2; }
+  // Features of a hidden state h (and of each direction's output): proj_size when projecting.
+  int64_t out_size() const { return proj_size > 0 ? proj_size : hidden_size; }
+  // Weight tensors per layer and direction: w_ih, w_hh (+ b_ih, b_hh) (+ w_hr).
+  int64_t tensors_per_layer() const { return (bias ? 4 : 2) + (proj_size > 0 ? 1 : 0); }
   // Input features of layer `layer`.
-  int64_t layer_input(int64_t layer) const { return layer == 0 ? input_size : hidden_size * dirs(); }
+  int64_t layer_input(int64_t layer) const { return layer == 0 ? input_size : out_size() * dirs(); }
   // The expected shape of weight tensor `k` of rnn()'s list.
   Shape weight_shape(int64_t k) const;
   // "lstm" or "gru" (for messages).
@@ -39,7 +42,8 @@ struct RnnConfig {
 
 // Validates rnn()'s operands (with `op` naming the caller in messages) and returns their geometry.
 RnnConfig check_rnn_operands(const char* op, RnnMode mode, const Tensor& x, const Tensor& h0, const Tensor& c0,
-                             const TensorList& weights, int64_t num_layers, bool bidirectional);
+                             const TensorList& weights, int64_t num_layers, bool bidirectional,
+                             int64_t proj_size = 0);
 
 // Where each weight of rnn()'s list finds its gradient in the flat gradient tensor of the backward
 // op: `offset[k]` (elements), and the flat tensor's length. On CUDA the flat tensor is cuDNN's weight
@@ -56,16 +60,22 @@ RnnGradLayout rnn_list_grad_layout(const RnnConfig& cfg);
 // views for kernels to write through; no autograd, no trace).
 TensorList rnn_grad_views(const RnnConfig& cfg, const RnnGradLayout& layout, const Tensor& flat);
 
-// Elements (of the config's dtype) of the packed weights a training forward keeps for its backward:
-// cuDNN's weight space on CUDA, none on the CPU (its kernels read the weights where they are).
+// Elements (of the compute config's dtype) of the packed weights a training forward keeps for its
+// backward: cuDNN's weight space on CUDA, none on the CPU (its kernels read the weights where they are).
 int64_t rnn_packed_weights_numel(const RnnConfig& cfg, Device device);
 
-// rnn() composed from lstm_layer/gru_layer (any device, any length).
+// rnn() composed from lstm_layer/gru_layer (any device, any length, projections).
 RnnResult rnn_composed(const RnnConfig& cfg, const Tensor& x, const Tensor& h0, const Tensor& c0,
                        const TensorList& weights);
 
+// The geometry the kernels of `device` run `cfg` in: float16/bfloat16 layers run on float32 copies
+// (rounded back after) on the CPU, and on CUDA where cuDNN refuses their dtype for the geometry;
+// cuDNN runs them in their dtype otherwise. Every size the ops derive (reserve, packed weights,
+// gradient layout) comes from this geometry.
+RnnConfig rnn_compute_config(const RnnConfig& cfg, Device device);
+
 namespace cpu {
-// Elements (of the config's dtype) of the reserve the CPU kernels keep for the backward.
+// Elements (of the config's dtype: float32 or float64) of the reserve the CPU kernels keep for the backward.
 int64_t rnn_reserve_elements(const RnnConfig& cfg);
 // The CPU kernels, with the same contracts as the CUDA ones below.
 void rnn_forward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const Tensor& cx, const TensorList& weights,
@@ -76,6 +86,9 @@ void rnn_backward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const
 }  // namespace cpu
 
 namespace cuda {
+// Whether cuDNN takes `cfg` in its dtype on `device` (always for float32/float64; asked once per
+// geometry for 16-bit floats).
+bool rnn_takes_dtype(const RnnConfig& cfg, int device);
 // Bytes of cuDNN's reserve space for a training forward of `cfg` on `device` (cached per geometry).
 int64_t rnn_reserve_bytes(const RnnConfig& cfg, int device);
 // Bytes of cuDNN's weight space for `cfg` on `device`.

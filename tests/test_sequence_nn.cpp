@@ -67,7 +67,7 @@ TEST(LstmModule, OutputsStatesAndLayouts) {
                    "Expected 5, got 6");
   EXPECT_THROW_MSG(lstm.forward_with_state(x, zeros({2, 3, 4}, {.dtype = kFloat64})),
                    "Expected hidden size [4, 3, 4], got [2, 3, 4]");
-  EXPECT_THROW_MSG(lstm.forward_with_state(random_tensor({3, 5})), "expected a 3-D input");
+  EXPECT_THROW_MSG(lstm.forward_with_state(random_tensor({1, 3, 3, 5})), "Expected input to be 2D or 3D, got 4D");
 }
 
 TEST(LstmModule, GradientsReachEveryParameterAndDropoutOnlyBetweenLayers) {

@@ -214,10 +214,26 @@ void backward(const RnnConfig& c, const Tensor& xt, const Tensor& hxt, const Ten
 
 int64_t rnn_reserve_elements(const RnnConfig& cfg) { return ReserveLayout(cfg).total(); }
 
+namespace {
+
+// The kernels take float32 or float64 (16-bit layers reach them widened) and a reserve that holds
+// `n` elements of that dtype: a short one would be written or read past its end.
+void check_kernel_operands(const char* op, const RnnConfig& cfg, const Tensor& reserve, size_t n) {
+  TG_CHECK(cfg.dtype == kFloat32 || cfg.dtype == kFloat64, "[", op, "] internal error: the CPU kernels take ",
+           "float32 or float64 (16-bit layers compute on float32 copies), got ", dtype_name(cfg.dtype));
+  const auto bytes = static_cast<int64_t>(n) * dtype_size(cfg.dtype);
+  TG_CHECK(!reserve.defined() || reserve.numel() * dtype_size(reserve.dtype()) >= bytes, "[", op,
+           "] internal error: a reserve of ", reserve.numel() * dtype_size(reserve.dtype()), " bytes, the kernels need ",
+           bytes);
+}
+
+}  // namespace
+
 void rnn_forward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const Tensor& cx, const TensorList& weights,
                  const Tensor& y, const Tensor& hy, const Tensor& cy, const Tensor& reserve) {
   // Without a reserve (no backward will follow) the saved quantities go to scratch memory.
   const auto n = static_cast<size_t>(rnn_reserve_elements(cfg));
+  check_kernel_operands("rnn", cfg, reserve, n);
   if (cfg.dtype == kFloat32) {
     std::vector<float> scratch(reserve.defined() ? 0 : n);
     float* res = reserve.defined() ? static_cast<float*>(reserve.raw_data()) : scratch.data();
@@ -232,6 +248,7 @@ void rnn_forward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const 
 void rnn_backward(const RnnConfig& cfg, const Tensor& x, const Tensor& hx, const Tensor& cx, const TensorList& weights,
                   const Tensor& y, const Tensor& reserve, const Tensor& dy, const Tensor& dhy, const Tensor& dcy,
                   const Tensor& dx, const Tensor& dhx, const Tensor& dcx, const TensorList& dweights) {
+  check_kernel_operands("rnn_backward", cfg, reserve, static_cast<size_t>(rnn_reserve_elements(cfg)));
   if (cfg.dtype == kFloat32) {
     backward<float>(cfg, x, hx, cx, weights, y, static_cast<const float*>(reserve.raw_data()), dy, dhy, dcy, dx, dhx,
                     dcx, dweights);

@@ -1,7 +1,7 @@
 // Stacked LSTM/GRU layers on CUDA through cuDNN's RNN API (cudnnRNNForward, cudnnRNNBackwardData_v8,
 // cudnnRNNBackwardWeights_v8). What cuDNN tells about a geometry (algorithm, weight-space layout,
 // workspace and reserve sizes) is asked once and cached, so a call under graph capture only packs the
-// weights and launches. Every buffer (packed weights, workspace, the reserve's scratch copy, the weight gradient)
+// weights and launches. float16 and bfloat16 layers run in their dtype with float32 math, as PyTorch's. Every buffer (packed weights, workspace, the reserve's scratch copy, the weight gradient)
 // is a tensor from the caching allocator. Math is FMA-only for float32 (no TF32), as for convolutions.
 #include <cudnn.h>
 
@@ -26,10 +26,19 @@ namespace tg::cuda {
 namespace {
 
 cudnnDataType_t data_type(DType dtype) {
-  TG_CHECK(dtype == kFloat32 || dtype == kFloat64, "[rnn] cuDNN recurrent layers take float32 or float64, got ",
-           dtype_name(dtype));
-  return dtype == kFloat32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
+  switch (dtype) {
+    case kFloat32: return CUDNN_DATA_FLOAT;
+    case kFloat64: return CUDNN_DATA_DOUBLE;
+    case kFloat16: return CUDNN_DATA_HALF;
+    case kBFloat16: return CUDNN_DATA_BFLOAT16;
+    default: break;
+  }
+  TG_CHECK(false, "[rnn] cuDNN recurrent layers take float16, bfloat16, float32 or float64, got ", dtype_name(dtype));
+  return CUDNN_DATA_FLOAT;
 }
+
+// The precision cuDNN computes in: float32 for 16-bit data (as PyTorch asks), the data's otherwise.
+cudnnDataType_t math_precision(DType dtype) { return is_low_precision(dtype) ? CUDNN_DATA_FLOAT : data_type(dtype); }
 
 // A dropout descriptor with p = 0 and no random states, per device (the RNN descriptor needs one;
 // dropout between layers runs as tapegraph ops instead).
@@ -53,8 +62,28 @@ struct RnnDescriptors {
   cudnnTensorDescriptor_t h = nullptr;
 
   RnnDescriptors(const RnnConfig& c, cudnnHandle_t handle, int device, cudnnRNNAlgo_t algo) {
+    // A geometry cuDNN refuses (asked for 16-bit layers) throws from here: release what was made.
+    try {
+      create(c, handle, device, algo);
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  ~RnnDescriptors() { release(); }
+  RnnDescriptors(const RnnDescriptors&) = delete;
+  RnnDescriptors& operator=(const RnnDescriptors&) = delete;
+
+ private:
+  void release() {
+    if (rnn != nullptr) cudnnDestroyRNNDescriptor(rnn);
+    if (x != nullptr) cudnnDestroyRNNDataDescriptor(x);
+    if (y != nullptr) cudnnDestroyRNNDataDescriptor(y);
+    if (h != nullptr) cudnnDestroyTensorDescriptor(h);
+  }
+  void create(const RnnConfig& c, cudnnHandle_t handle, int device, cudnnRNNAlgo_t algo) {
     auto i = [](int64_t v) { return static_cast<int>(v); };
-    const cudnnDataType_t t = data_type(c.dtype);
+    const cudnnDataType_t t = data_type(c.dtype), prec = math_precision(c.dtype);
     TG_CUDNN_CHECK(cudnnCreateRNNDescriptor(&rnn));
     TG_CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&x));
     TG_CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&y));
@@ -63,12 +92,16 @@ struct RnnDescriptors {
       return cudnnSetRNNDescriptor_v8(rnn, algo, c.lstm() ? CUDNN_LSTM : CUDNN_GRU,
                                       c.bias ? CUDNN_RNN_DOUBLE_BIAS : CUDNN_RNN_NO_BIAS,
                                       c.bidirectional ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, t,
-                                      t, math, i(c.input_size), i(c.hidden_size), i(c.hidden_size), i(c.num_layers),
+                                      prec, math, i(c.input_size), i(c.hidden_size), i(c.hidden_size), i(c.num_layers),
                                       no_dropout(device, handle), CUDNN_RNN_PADDED_IO_ENABLED);
     };
-    // float32 asks for FMA math (no TF32); a cuDNN that refuses it for RNNs gets its default.
-    cudnnStatus_t st = set(c.dtype == kFloat32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH);
-    if (st != CUDNN_STATUS_SUCCESS && c.dtype == kFloat32) st = set(CUDNN_DEFAULT_MATH);
+    // float32 asks for FMA math (no TF32), 16-bit floats for tensor cores (as PyTorch); a cuDNN that
+    // refuses either for RNNs gets its default.
+    const cudnnMathType_t wanted = c.dtype == kFloat32 ? CUDNN_FMA_MATH
+                                   : is_low_precision(c.dtype) ? CUDNN_TENSOR_OP_MATH
+                                                               : CUDNN_DEFAULT_MATH;
+    cudnnStatus_t st = set(wanted);
+    if (st != CUDNN_STATUS_SUCCESS && wanted != CUDNN_DEFAULT_MATH) st = set(CUDNN_DEFAULT_MATH);
     TG_CUDNN_CHECK(st);
     // Every sequence is full length, so the unpacked sequence-major layout is plain [T, B, features]
     // (and, with padded IO enabled, cuDNN may run the whole recurrence without per-step launches).
@@ -81,14 +114,6 @@ struct RnnDescriptors {
     const int strides[3] = {i(c.batch * c.hidden_size), i(c.hidden_size), 1};
     TG_CUDNN_CHECK(cudnnSetTensorNdDescriptor(h, t, 3, dims, strides));
   }
-  ~RnnDescriptors() {
-    cudnnDestroyRNNDescriptor(rnn);
-    cudnnDestroyRNNDataDescriptor(x);
-    cudnnDestroyRNNDataDescriptor(y);
-    cudnnDestroyTensorDescriptor(h);
-  }
-  RnnDescriptors(const RnnDescriptors&) = delete;
-  RnnDescriptors& operator=(const RnnDescriptors&) = delete;
 };
 
 // What cuDNN said about one geometry: buffer sizes, and where each gate's matrix and bias lives in
@@ -239,11 +264,16 @@ RnnPlan make_plan(const RnnConfig& c, int device) {
 std::mutex g_plan_mutex;
 std::unordered_map<std::string, RnnPlan> g_plans;  // node-based: references stay valid
 
-const RnnPlan& plan_for(const RnnConfig& c, int device) {
+// The cache key of a geometry on a device.
+std::string plan_key(const RnnConfig& c, int device) {
   std::ostringstream k;
   k << c.str() << '|' << dtype_name(c.dtype) << '|' << c.seq_len << 'x' << c.batch << 'x' << c.input_size << '|'
     << device;
-  const std::string key = k.str();
+  return k.str();
+}
+
+const RnnPlan& plan_for(const RnnConfig& c, int device) {
+  const std::string key = plan_key(c, device);
   {
     std::lock_guard<std::mutex> lock(g_plan_mutex);
     auto it = g_plans.find(key);
@@ -306,7 +336,28 @@ void check_dense(const Tensor& t) {
            "sizes ", shape_str(t.sizes()), " strides ", shape_str(t.strides()));
 }
 
+// Geometries (plan keys) of 16-bit layers that cuDNN refused.
+std::mutex g_refused_mutex;
+std::unordered_map<std::string, std::string> g_refused;
+
 }  // namespace
+
+bool rnn_takes_dtype(const RnnConfig& cfg, int device) {
+  if (!is_low_precision(cfg.dtype)) return true;
+  const std::string key = plan_key(cfg, device);
+  {
+    std::lock_guard<std::mutex> lock(g_refused_mutex);
+    if (g_refused.count(key) != 0) return false;
+  }
+  try {
+    plan_for(cfg, device);
+    return true;
+  } catch (const Error& e) {
+    std::lock_guard<std::mutex> lock(g_refused_mutex);
+    g_refused.emplace(key, e.what());
+    return false;
+  }
+}
 
 int64_t rnn_reserve_bytes(const RnnConfig& cfg, int device) {
   return static_cast<int64_t>(plan_for(cfg, device).reserve_bytes);

@@ -30,7 +30,8 @@ __global__ void copy_segments_kernel(SegmentBatch batch) {
 }  // namespace
 
 void copy_segments(const std::vector<CopySegment>& segments, DType dtype) {
-  TG_CHECK(dtype == kFloat32 || dtype == kFloat64, "[rnn] weight packing takes float32 or float64, got ",
+  const int64_t esize = dtype_size(dtype);
+  TG_CHECK(esize == 2 || esize == 4 || esize == 8, "[rnn] weight packing takes 2-, 4- or 8-byte elements, got ",
            dtype_name(dtype));
   for (size_t start = 0; start < segments.size(); start += kBatch) {
     SegmentBatch batch{};
@@ -43,10 +44,13 @@ void copy_segments(const std::vector<CopySegment>& segments, DType dtype) {
     if (longest == 0) continue;
     const int64_t blocks = std::min<int64_t>((longest + kThreads - 1) / kThreads, 1024);
     const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(n));
-    if (dtype == kFloat32) {
-      copy_segments_kernel<float><<<grid, kThreads, 0, current_stream()>>>(batch);
+    // A copy moves bits: elements are copied as unsigned integers of their width.
+    if (esize == 2) {
+      copy_segments_kernel<uint16_t><<<grid, kThreads, 0, current_stream()>>>(batch);
+    } else if (esize == 4) {
+      copy_segments_kernel<uint32_t><<<grid, kThreads, 0, current_stream()>>>(batch);
     } else {
-      copy_segments_kernel<double><<<grid, kThreads, 0, current_stream()>>>(batch);
+      copy_segments_kernel<uint64_t><<<grid, kThreads, 0, current_stream()>>>(batch);
     }
     TG_CUDA_CHECK(cudaGetLastError());
   }

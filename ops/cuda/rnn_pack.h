@@ -16,7 +16,7 @@ struct CopySegment {
   int64_t count = 0;
 };
 
-// Runs every segment on the current stream (elements of `dtype`: float32 or float64).
+// Runs every segment on the current stream (elements of `dtype`, of any 2-, 4- or 8-byte dtype).
 void copy_segments(const std::vector<CopySegment>& segments, DType dtype);
 
 }  // namespace tg::cuda
