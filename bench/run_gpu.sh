@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds tapegraph with CUDA on a GPU machine, runs the whole test suite, the digits example and the
 # benchmarks, and (when given) the reference measurements in the same run. TG_SANITIZERS=1 adds
-# compute-sanitizer memcheck, initcheck and synccheck over every CUDA graph test.
+# compute-sanitizer memcheck, initcheck and synccheck over every CUDA graph test. TG_ORACLE=N runs
+# N programs per mode of the PyTorch oracle (tests/fuzz/torch_oracle.py) on CUDA against the
+# machine's python3. TG_STAGES picks stages (default: "build ctest fuzz sanitizers digits bench
+# oracle"; each still needs its own switch where it has one).
 # Usage: bench/run_gpu.sh OUTDIR [ANCHORS_DIR] [DEPS]
 #   DEPS: an install prefix, or a folder of Debian .deb packages to unpack into one, holding the
 #   build dependencies the machine lacks (oneDNN, OpenBLAS, nlohmann-json, ...).
@@ -12,16 +15,33 @@ deps=${3:-}
 mkdir -p "$out"
 source "$(dirname "$0")/gpu_env.sh" "$deps"
 log="$out/log.txt"
-echo "== configure + build" | tee "$log"
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${TG_CMAKE_ARGS[@]}" >>"$log" 2>&1 \
-  && ninja -C build-gpu -j16 >>"$log" 2>&1 || { grep -E "error|Error|FAILED" "$log" | head -60; exit 1; }
-echo "== ctest" | tee -a "$log"
-(cd build-gpu && ctest -j8 --timeout 900 --output-on-failure) >"$out/ctest.txt" 2>&1
-grep -E "tests passed|tests failed|The following tests|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|\(Subprocess" "$out/ctest.txt" | head -40
-echo "== differential fuzzer under cudagraphs" | tee -a "$log"
-TG_FUZZ_PROGRAMS=${TG_FUZZ_PROGRAMS:-2000} build-gpu/tests/test_fuzz --gtest_filter='*Cuda*' >"$out/fuzz.txt" 2>&1
-grep -E "^fuzz |fuzz program|PASSED|FAILED" "$out/fuzz.txt" | cut -c1-300 | head -20
-if [ -n "${TG_SANITIZERS:-${TG_MEMCHECK:-}}" ]; then
+stages=" ${TG_STAGES:-build ctest fuzz sanitizers digits bench oracle} "
+stage() { [[ "$stages" == *" $1 "* ]]; }
+if stage build; then
+  echo "== configure + build" | tee "$log"
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DTG_ORACLE_PYTHON=python3 \
+    "${TG_CMAKE_ARGS[@]}" >>"$log" 2>&1 \
+    && ninja -C build-gpu -j16 >>"$log" 2>&1 || { grep -E "error|Error|FAILED" "$log" | head -60; exit 1; }
+fi
+if stage ctest; then
+  echo "== ctest" | tee -a "$log"
+  (cd build-gpu && ctest -j8 --timeout 900 --output-on-failure) >"$out/ctest.txt" 2>&1
+  grep -E "tests passed|tests failed|The following tests|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|\(Subprocess" "$out/ctest.txt" | head -40
+fi
+if stage fuzz; then
+  echo "== differential fuzzer under cudagraphs" | tee -a "$log"
+  TG_FUZZ_PROGRAMS=${TG_FUZZ_PROGRAMS:-2000} build-gpu/tests/test_fuzz --gtest_filter='*Cuda*' >"$out/fuzz.txt" 2>&1
+  grep -E "^fuzz |fuzz program|PASSED|FAILED" "$out/fuzz.txt" | cut -c1-300 | head -20
+fi
+if [ -n "${TG_ORACLE:-}" ] && stage oracle; then
+  echo "== PyTorch oracle on CUDA, ${TG_ORACLE} programs per mode" | tee -a "$log"
+  python3 tests/fuzz/torch_oracle.py --driver build-gpu/tests/fuzz_oracle --device cuda --count "$TG_ORACLE" \
+    --first "${TG_ORACLE_FIRST:-1}" --modes "${TG_ORACLE_MODES:-eager,cudagraphs,autocast_eager,autocast_cudagraphs}" \
+    ${TG_ORACLE_ARGS:-} >"$out/oracle.txt" 2>&1
+  echo "oracle exit code $?" >>"$out/oracle.txt"
+  grep -E "passed, .* failed|exit code|FAIL|mismatch" "$out/oracle.txt" | cut -c1-300 | head -30
+fi
+if [ -n "${TG_SANITIZERS:-${TG_MEMCHECK:-}}" ] && stage sanitizers; then
   # compute-sanitizer over every CUDA graph test (and the device error checks): memcheck, initcheck
   # (reads of never-written device memory) and synccheck; prints each run's ERROR SUMMARY.
   echo "== compute-sanitizer memcheck, initcheck, synccheck on the CUDA graph tests" | tee -a "$log"
@@ -36,12 +56,13 @@ if [ -n "${TG_SANITIZERS:-${TG_MEMCHECK:-}}" ]; then
     done
   done | tee "$out/sanitizers.txt"
 fi
-if [ -f .data/digits.csv.gz ] && [ -z "${TG_SKIP_DIGITS:-}" ]; then
+if [ -f .data/digits.csv.gz ] && [ -z "${TG_SKIP_DIGITS:-}" ] && stage digits; then
   for flags in "" "--compile none"; do
     echo "== train_digits --device cuda $flags" | tee -a "$log"
     ./build-gpu/examples/train_digits --device cuda $flags 2>&1 | tr '\r' '\n' | grep -v "^epoch" | tail -12 | tee -a "$log"
   done
 fi
+stage bench || exit 0
 echo "== benchmarks" | tee -a "$log"
 for b in ${TG_BENCHES:-build-gpu/bench/bench_*}; do
   [ -x "$b" ] || continue

@@ -226,7 +226,7 @@ class RnnOp final : public Op {
   RnnOp(RnnMode mode, int64_t num_layers, bool bidirectional, size_t n_weights, bool train)
       : mode_(mode), num_layers_(num_layers), bidirectional_(bidirectional), n_weights_(n_weights), train_(train) {}
   const OpSchema& schema() const override {
-    static const OpSchema s{.name = "rnn"};
+    static const OpSchema s{.name = "rnn", .flags = kComputeIntensive};
     return s;
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
@@ -283,7 +283,7 @@ class RnnBackwardOp final : public Op {
   RnnBackwardOp(RnnMode mode, int64_t num_layers, bool bidirectional, size_t n_weights)
       : mode_(mode), num_layers_(num_layers), bidirectional_(bidirectional), n_weights_(n_weights) {}
   const OpSchema& schema() const override {
-    static const OpSchema s{.name = "rnn_backward"};
+    static const OpSchema s{.name = "rnn_backward", .flags = kComputeIntensive};
     return s;
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
