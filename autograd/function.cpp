@@ -45,6 +45,8 @@ void set_history(const Tensor& t, const std::shared_ptr<Node>& node, uint32_t ou
   AutogradMeta& meta = t.impl()->autograd();
   meta.grad_fn = node;
   meta.output_nr = output_nr;
+  // An output aliasing an input is a view whose history is this node as of now (see gradient_edge).
+  meta.view_version = t.impl()->storage()->version();
 }
 
 // Rejects an in-place forward on a tensor whose history cannot be rewritten.

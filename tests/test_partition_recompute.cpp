@@ -19,7 +19,7 @@ std::vector<std::string> recomputed_ops(const graphs::Partition& p) {
 
 TEST(MinCutRecompute, NeverRecomputesComputeIntensiveOps) {
   manual_seed(0);
-  nn::Conv2d conv(2, 4, 3);
+  nn::Conv2d conv(2, 4, Shape{3});
   nn::Linear fc(4 * 4 * 4, 8);
   nn::LSTM lstm(8, 6);
   auto fn = [&](const Tensor& x) {

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "graphs/compile.h"
-#include "graphs/elementwise_fusion.h"
-#include "graphs/fake.h"
-#include "graphs/functional_ops.h"
+#include "graphs/passes/elementwise_fusion.h"
+#include "graphs/capture/fake.h"
+#include "graphs/capture/functional_ops.h"
 #include "ops/dispatch.h"
 #include "ops/fused_elementwise.h"
 #include "ops/fused_elementwise_codegen.h"
