@@ -162,7 +162,6 @@ Program generate(uint64_t seed, const OracleOptions* oracle) {
     }
     s.attrs.first_param = params;
     if (!op.draw(rng, operands, s.attrs)) continue;
-    if (oracle != nullptr && known_broken_reason(op, operands, s.attrs, *oracle) != nullptr) continue;
     Tensor result;
     try {
       result = op.apply(operands, s.attrs);
@@ -192,21 +191,6 @@ bool low_precision(const Tensor& t) { return t.dtype() == kBFloat16 || t.dtype()
 Program generate_program(uint64_t seed) { return generate(seed, nullptr); }
 
 Program generate_oracle_program(uint64_t seed, const OracleOptions& options) { return generate(seed, &options); }
-
-const char* known_broken_reason(const FuzzOp& op, const TensorList& operands, const Attrs& attrs,
-                                const OracleOptions& options) {
-  const bool low = !operands.empty() && low_precision(operands[0]);
-  const bool autocast = options.autocast.has_value();
-  if (op.name == "nn_rnn" && (low || autocast) && !options.rnn16) return "16-bit LSTM/GRU (heap corruption on the CPU)";
-  if (options.known_broken) return nullptr;
-  const bool norm = op.name == "layer_norm" || op.name == "group_norm" || op.name == "nn_layer_norm";
-  if (norm && low) return "16-bit layer_norm/group_norm (statistics in 16 bits)";
-  if (autocast && (norm || op.name == "softmax" || op.name == "exp" || op.name == "cross_entropy" ||
-                   op.name == "batch_norm"))
-    return "autocast's float32 list (softmax, log_softmax, exp, losses, norms)";
-  if (op.name == "nn_mha" && attrs.ints.size() > 2 && attrs.ints[2] == 3) return "MultiheadAttention bool attn_mask";
-  return nullptr;
-}
 
 FuzzResult check_program(const Program& program, const std::string& backend, Device device) {
   const TensorList inputs = make_inputs(program, device);

@@ -28,18 +28,14 @@ Program generate_program(uint64_t seed);
 // How the PyTorch oracle's programs are drawn (tests/fuzz/oracle_main.cpp).
 struct OracleOptions {
   std::optional<DType> autocast;  // every program under AutocastGuard(device, *autocast)
-  bool known_broken = false;      // also draw the combinations known to differ from PyTorch today
-  bool rnn16 = false;             // also draw 16-bit LSTM/GRU (they corrupt the heap on the CPU today)
+  // Recorded for the runner: programs PyTorch refuses but tapegraph runs (PYTORCH_ONLY_ERRORS in
+  // torch_oracle.py) fail instead of being skipped.
+  bool known_broken = false;
 };
 // A program for the PyTorch oracle: as generate_program, but only from ops with a PyTorch
 // counterpart (modules among them; no random ops), a third of them with every input of one 16-bit
-// dtype; without `known_broken`, the combinations named in known_broken_reason are redrawn.
+// dtype.
 Program generate_oracle_program(uint64_t seed, const OracleOptions& options);
-// Why this op application is known to differ from PyTorch today, or nullptr: 16-bit layer/group
-// norm, autocast's float32 list (softmax, log_softmax, exp, cross_entropy, norms), bool masks of
-// MultiheadAttention; and, unless rnn16, 16-bit or autocast recurrent layers.
-const char* known_broken_reason(const FuzzOp& op, const TensorList& operands, const Attrs& attrs,
-                                const OracleOptions& options);
 
 // How one program fared.
 enum class Verdict {

@@ -7,10 +7,10 @@
 // programs may also be 2 ulps of the autocast dtype off.
 //
 //   fuzz_oracle --first S --count N --device cpu|cuda --backend eager|aot_eager|cudagraphs
-//               [--autocast bfloat16|float16] [--known-broken] [--rnn16] --out FILE
+//               [--autocast bfloat16|float16] [--known-broken] --out FILE
 //
-// --known-broken (or TG_ORACLE_KNOWN_BROKEN=1) also draws the combinations known to differ from
-// PyTorch today; --rnn16 (or TG_ORACLE_RNN16=1) also draws 16-bit and autocast LSTM/GRU.
+// --known-broken (or TG_ORACLE_KNOWN_BROKEN=1) makes the runner fail, not skip, programs that
+// PyTorch refuses but tapegraph runs.
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -157,7 +157,6 @@ int run(int argc, char** argv) {
   std::string device_name = "cpu", backend = "eager", out_path, autocast;
   OracleOptions options;
   options.known_broken = env_flag("TG_ORACLE_KNOWN_BROKEN");
-  options.rnn16 = env_flag("TG_ORACLE_RNN16");
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -171,7 +170,6 @@ int run(int argc, char** argv) {
     else if (a == "--autocast") autocast = value();
     else if (a == "--out") out_path = value();
     else if (a == "--known-broken") options.known_broken = true;
-    else if (a == "--rnn16") options.rnn16 = true;
     else throw std::runtime_error("fuzz_oracle: unknown argument " + a);
   }
   if (out_path.empty()) throw std::runtime_error("fuzz_oracle: --out FILE is required");
@@ -190,7 +188,6 @@ int run(int argc, char** argv) {
   doc["backend"] = backend;
   doc["autocast"] = autocast.empty() ? json() : json(autocast);
   doc["known_broken"] = options.known_broken;
-  doc["rnn16"] = options.rnn16;
   doc["programs"] = json::array();
   for (uint64_t seed = first; seed < first + count; ++seed) {
     const Program p = generate_oracle_program(seed, options);
