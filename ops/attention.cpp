@@ -8,6 +8,7 @@
 #include "ops/autocast.h"
 #include "ops/binary.h"
 #include "ops/compare.h"
+#include "ops/copy.h"
 #include "ops/dropout.h"
 #include "ops/factory.h"
 #include "ops/masking.h"
@@ -41,6 +42,19 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   TG_CHECK(dropout_p >= 0.0 && dropout_p < 1.0, "[", op, "] dropout_p must be in [0, 1), got ", dropout_p);
   TG_CHECK(!(is_causal && attn_mask.defined()), "[", op,
            "] _scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True");
+  if (is_low_precision(q.dtype())) {
+    // PyTorch's attention kernels take 16-bit operands and compute in float32; composed in 16
+    // bits, the scores and the gradients through them overflow float16 (NaN gradients where
+    // PyTorch's are finite). So the composition runs on float32 copies, rounded once at the end.
+    const bool float_mask = attn_mask.defined() && attn_mask.dtype() == q.dtype();
+    TG_CHECK(!attn_mask.defined() || attn_mask.dtype() == kBool || float_mask, "[", op,
+             "] expected a bool attn_mask or one of the query's dtype (", dtype_name(q.dtype()), "), got ",
+             dtype_name(attn_mask.dtype()));
+    const Tensor out = scaled_dot_product_attention(
+        to(q, q.device(), kFloat32), to(k, k.device(), kFloat32), to(v, v.device(), kFloat32),
+        float_mask ? to(attn_mask, attn_mask.device(), kFloat32) : attn_mask, dropout_p, is_causal, scale);
+    return to(out, out.device(), q.dtype());
+  }
   const int64_t L = q.size(-2), S = k.size(-2);
   const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   Tensor scores = mul(matmul(q, transpose(k, -2, -1)), Scalar(s));

@@ -9,6 +9,7 @@
 
 #include "autograd/grad_mode.h"
 #include "ops/autocast.h"
+#include "ops/copy.h"
 #include "ops/dispatch.h"
 #include "ops/factory.h"
 #include "ops/rnn_kernels.h"
@@ -396,13 +397,21 @@ bool any_requires_grad(const TensorList& ts) {
 
 RnnResult rnn(RnnMode mode, const Tensor& x_in, const Tensor& h0_in, const Tensor& c0_in, const TensorList& weights_in,
               int64_t num_layers, bool bidirectional, int64_t proj_size) {
-  // Autocast: PyTorch lists the recurrent layers as lower precision on both device types (cudnn_rnn
-  // on CUDA, mkldnn_rnn_layer on the CPU). The casts are differentiable ops: gradients come back in
-  // each operand's own dtype.
-  const Tensor x = autocast::to_low(x_in), h0 = autocast::to_low(h0_in), c0 = autocast::to_low(c0_in);
+  // Autocast: on CUDA the recurrent layers run in the autocast dtype (PyTorch's cudnn_rnn wrapper;
+  // tapegraph returns that dtype, where PyTorch's returns float16 even under bfloat16). PyTorch's
+  // CPU autocast leaves them in the weights' dtype: a 16-bit input (from an autocast linear) is
+  // cast to it. The casts are differentiable ops: gradients come back in each operand's own dtype.
   TensorList weights;
   weights.reserve(weights_in.size());
-  for (const Tensor& w : weights_in) weights.push_back(autocast::to_low(w));
+  for (const Tensor& w : weights_in) weights.push_back(autocast::to_low(w, autocast::kCudaList));
+  auto cast_state = [&](const Tensor& t) {
+    if (autocast::active_for(t, autocast::kCudaList)) return autocast::to_low(t, autocast::kCudaList);
+    if (autocast::active_for(t, autocast::kCpuList) && !weights.empty() && is_floating(t.dtype()) &&
+        t.dtype() != weights[0].dtype())
+      return to(t, t.device(), weights[0].dtype());
+    return t;
+  };
+  const Tensor x = cast_state(x_in), h0 = cast_state(h0_in), c0 = cast_state(c0_in);
   const RnnConfig cfg = check_rnn_operands(mode == RnnMode::LSTM ? "lstm" : "gru", mode, x, h0, c0, weights,
                                            num_layers, bidirectional, proj_size);
   if (proj_size == 0 && (x.is_cuda() || x.is_cpu()) && cfg.seq_len > 0 && cfg.batch > 0 && cfg.input_size > 0) {
