@@ -49,6 +49,11 @@ __device__ A inverse_sqrt(A v) {
   }
 }
 
+// a * b rounded, never contracted into a later add: w*gy must be the same value where it is summed
+// and where the sum is subtracted from it, or a row of one element gets a nonzero gradient.
+__device__ __forceinline__ float rounded_product(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double rounded_product(double a, double b) { return __dmul_rn(a, b); }
+
 // The row this thread works on, or -1 (whole warps or blocks agree, so barriers stay uniform).
 __device__ int64_t row_of(int64_t rows) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
@@ -103,7 +108,7 @@ __global__ void input_grad_kernel(const T* gy, const T* x, const W* w, const Acc
   A a = 0, c = 0;
   for (int64_t j = threadIdx.x; j < cols; j += stride) {
     A wg = static_cast<A>(gr[j]);
-    if (w) wg *= static_cast<A>(w[g.param_of(r, j)]);
+    if (w) wg = rounded_product(wg, static_cast<A>(w[g.param_of(r, j)]));
     a += wg;
     c += wg * (static_cast<A>(xr[j]) - mu) * rstd;
   }
@@ -113,7 +118,7 @@ __global__ void input_grad_kernel(const T* gy, const T* x, const W* w, const Acc
   T* out = gx + r * cols;
   for (int64_t j = threadIdx.x; j < cols; j += stride) {
     A wg = static_cast<A>(gr[j]);
-    if (w) wg *= static_cast<A>(w[g.param_of(r, j)]);
+    if (w) wg = rounded_product(wg, static_cast<A>(w[g.param_of(r, j)]));
     const A xhat = (static_cast<A>(xr[j]) - mu) * rstd;
     out[j] = static_cast<T>(rstd * (wg - mean_wg - xhat * mean_wg_xhat));
   }

@@ -288,6 +288,10 @@ def _rms(t):
 def check_program(prog, device, autocast, known_broken=False):
     """("pass" | "fail" | "skip", list of problems or the skip reason, which yardstick)."""
     tg = prog["tg"]
+    if autocast == "bfloat16" and device.type == "cuda" and any("_rnn(" in st["python"] for st in prog["body"]):
+        # A deliberate difference (README): PyTorch's cuDNN RNN returns float16 under a bfloat16
+        # autocast; tapegraph returns bfloat16, so their roundings cannot be compared.
+        return "skip", "PyTorch's cuDNN RNN returns float16 under a bfloat16 autocast (tapegraph: bfloat16)", None
     if autocast == "float16" and device.type == "cpu" and torch.__version__ < "2":
         return "skip", f"PyTorch {torch.__version__} CPU autocast supports bfloat16 only", None
     try:
