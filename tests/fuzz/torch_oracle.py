@@ -288,6 +288,12 @@ def _rms(t):
 def check_program(prog, device, autocast, known_broken=False):
     """("pass" | "fail" | "skip", list of problems or the skip reason, which yardstick)."""
     tg = prog["tg"]
+    if autocast and device.type == "cpu" and any("_rnn(" in st["python"] or "_mha(" in st["python"]
+                                                 for st in prog["body"]):
+        # Not settled yet: PyTorch's CPU autocast runs an LSTM fed bfloat16 (2.x's mkldnn path) and
+        # MultiheadAttention in bfloat16 but GRU and float32-fed LSTM in float32, and 1.13 differs
+        # from 2.x; tapegraph leaves recurrent layers in their weights' dtype on the CPU.
+        return "skip", "CPU autocast of recurrent and attention modules (rules not settled)", None
     if autocast == "bfloat16" and device.type == "cuda" and any("_rnn(" in st["python"] for st in prog["body"]):
         # A deliberate difference (README): PyTorch's cuDNN RNN returns float16 under a bfloat16
         # autocast; tapegraph returns bfloat16, so their roundings cannot be compared.
