@@ -260,19 +260,6 @@ void backward_cpu(const T* gy, const T* x, const W* w, const S* mean, const S* r
   for (size_t p = 0; p < sum_gb.size(); ++p) gb[p] = static_cast<W>(sum_gb[p]);
 }
 
-// Calls f.template operator()<T, W>() for x's element type T and the parameters' type W (T, or
-// float for 16-bit inputs with float32 parameters).
-template <typename F>
-void dispatch_row_norm(const char* name, DType x, DType params, F&& f) {
-  TG_DISPATCH_FLOATING(x, name, [&] {
-    using T = scalar_t;
-    if constexpr (is_half_v<T>) {
-      if (params == kFloat32) return f.template operator()<T, float>();
-    }
-    return f.template operator()<T, T>();
-  });
-}
-
 template <typename P>
 P* ptr_or_null(const Tensor& t) {
   return t.defined() ? t.data_ptr<P>() : nullptr;
@@ -282,7 +269,7 @@ P* ptr_or_null(const Tensor& t) {
 
 void cpu_row_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, const RowNormGeometry& g,
                           const Tensor& y, const Tensor& mean, const Tensor& rstd) {
-  const DType params = w.defined() ? w.dtype() : (b.defined() ? b.dtype() : x.dtype());
+  const DType params = row_norm_param_dtype(x, w, b);
   const bool stats_double = mean.dtype() == kFloat64;
   dispatch_row_norm("row_norm", x.dtype(), params, [&]<typename T, typename W>() {
     forward_cpu<T, W>(x.data_ptr<T>(), ptr_or_null<W>(w), ptr_or_null<W>(b), g, y.data_ptr<T>(), mean.raw_data(),
@@ -293,7 +280,7 @@ void cpu_row_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, con
 void cpu_row_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& mean,
                            const Tensor& rstd, const RowNormGeometry& g, const Tensor& gx, const Tensor& gw,
                            const Tensor& gb) {
-  const DType params = w.defined() ? w.dtype() : (gw.defined() ? gw.dtype() : (gb.defined() ? gb.dtype() : x.dtype()));
+  const DType params = w.defined() ? w.dtype() : row_norm_param_dtype(x, gw, gb);
   dispatch_row_norm("row_norm_backward", x.dtype(), params, [&]<typename T, typename W>() {
     if (mean.dtype() == kFloat64)
       backward_cpu<T, W, double>(gy.data_ptr<T>(), x.data_ptr<T>(), ptr_or_null<W>(w), mean.data_ptr<double>(),

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "tensor/half.h"
 #include "tensor/hd.h"
 #include "tensor/tensor.h"
 
@@ -38,6 +39,24 @@ struct RowNormResult {
 // errors and in graphs ("layer_norm", "group_norm").
 RowNormResult row_norm(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
                        const RowNormGeometry& geometry);
+
+// Calls f.template operator()<T, W>() for x's element type T and the parameters' type W (T, or
+// float for a 16-bit input with float32 parameters): what the CPU and CUDA kernels dispatch on.
+template <typename F>
+void dispatch_row_norm(const char* name, DType x, DType params, F&& f) {
+  TG_DISPATCH_FLOATING(x, name, [&] {
+    using T = scalar_t;
+    if constexpr (is_half_v<T>) {
+      if (params == kFloat32) return f.template operator()<T, float>();
+    }
+    return f.template operator()<T, T>();
+  });
+}
+
+// The parameters' dtype of a row norm: the weight's or the bias's, else the input's.
+inline DType row_norm_param_dtype(const Tensor& x, const Tensor& w, const Tensor& b) {
+  return w.defined() ? w.dtype() : (b.defined() ? b.dtype() : x.dtype());
+}
 
 // The kernels behind row_norm, on contiguous operands; undefined weight/bias/gw/gb are skipped.
 void cpu_row_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, const RowNormGeometry& g,

@@ -192,17 +192,6 @@ void launch_rows(const RowNormGeometry& g, Launch&& launch) {
   TG_CUDA_CHECK_LAUNCH();
 }
 
-template <typename F>
-void dispatch_types(DType x, DType params, F&& f) {
-  TG_DISPATCH_FLOATING(x, "row_norm", [&] {
-    using T = scalar_t;
-    if constexpr (is_half_v<T>) {
-      if (params == kFloat32) return f.template operator()<T, float>();
-    }
-    return f.template operator()<T, T>();
-  });
-}
-
 template <typename P>
 P* ptr_or_null(const Tensor& t) {
   return t.defined() ? t.data_ptr<P>() : nullptr;
@@ -215,8 +204,8 @@ void row_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, const R
   if (g.rows() == 0) return;
   DeviceGuard guard(y.device().index);
   cudaStream_t stream = current_stream();
-  const DType params = w.defined() ? w.dtype() : (b.defined() ? b.dtype() : x.dtype());
-  dispatch_types(x.dtype(), params, [&]<typename T, typename W>() {
+  const DType params = row_norm_param_dtype(x, w, b);
+  dispatch_row_norm("row_norm", x.dtype(), params, [&]<typename T, typename W>() {
     using A = Acc<T>;
     launch_rows(g, [&]<int kWarps>(dim3 grid, dim3 block) {
       forward_kernel<T, W, kWarps><<<grid, block, 0, stream>>>(x.data_ptr<T>(), ptr_or_null<W>(w), ptr_or_null<W>(b),
@@ -230,8 +219,8 @@ void row_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const
                        const RowNormGeometry& g, const Tensor& gx, const Tensor& gw, const Tensor& gb) {
   DeviceGuard guard(gx.device().index);
   cudaStream_t stream = current_stream();
-  const DType params = w.defined() ? w.dtype() : (gw.defined() ? gw.dtype() : (gb.defined() ? gb.dtype() : x.dtype()));
-  dispatch_types(x.dtype(), params, [&]<typename T, typename W>() {
+  const DType params = w.defined() ? w.dtype() : row_norm_param_dtype(x, gw, gb);
+  dispatch_row_norm("row_norm", x.dtype(), params, [&]<typename T, typename W>() {
     using A = Acc<T>;
     if (g.rows() > 0 && g.cols() > 0 && gx.defined()) {
       launch_rows(g, [&]<int kWarps>(dim3 grid, dim3 block) {

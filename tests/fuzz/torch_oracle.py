@@ -251,6 +251,10 @@ def check_tensor(what, tg_vals, truth, yard, dtype, program_scale, probe=None, a
     # Non-finite truth or yardstick: tapegraph must agree with one of them exactly (NaN with NaN).
     same = lambda a, b: (a == b) | (torch.isnan(a) & torch.isnan(b))  # noqa: E731
     ok = ok | (~finite & (same(g, t) | same(g, y)))
+    # Finite truth where PyTorch's own run at this dtype is not: its error there is unbounded, so the
+    # element is judged by PyTorch's typical error over the tensor instead.
+    lost = torch.isfinite(t) & ~torch.isfinite(y) & torch.isfinite(g)
+    ok = ok | (lost & (err <= torch.maximum(allowed.nan_to_num(0.0, 0.0, 0.0), K * torch.full_like(err, typical))))
     # The truth rounded to the dtype is always right (an overflow to inf included).
     ok = ok | same(g, t.to(dtype).to(torch.float64))
     # Finite in the truth and the yardstick but not in tapegraph fails (err is NaN or inf there).
@@ -329,6 +333,10 @@ def check_program(prog, device, autocast, known_broken=False):
             return "skip", f"PyTorch lacked a kernel ({e}) and the emulation raised ({str(e2).splitlines()[0]})", None
     except Exception as e:  # noqa: BLE001
         msg = str(e).splitlines()[0]
+        if (torch.__version__ < "2" and "expected scalar type BFloat16 but found Float" in msg
+                and any("layer_norm(" in st["python"] or "group_norm(" in st["python"] for st in prog["body"])):
+            # PyTorch 1.x's CPU norms refuse float32 weights beside a bfloat16 input; 2.x takes them.
+            return "skip", f"PyTorch {torch.__version__} CPU norms refuse float32 weights beside bfloat16", None
         if autocast and "at::autocast::prioritize" in msg:
             # PyTorch's CPU autocast (1.13 and 2.x) refuses float16/float64 tensors in the ops of
             # its promote list (cat, stack); tapegraph promotes them as outside autocast.
