@@ -107,18 +107,7 @@ Shape pooled_shape(const PoolGeometry& g, int nd) {
 
 template <typename T>
 void pool_forward_cpu(const PoolGeometry& g, const T* x, T* out, int64_t* idx) {
-  for (int64_t i = 0; i < g.out_numel(); ++i) {
-    int64_t n, c, o[3];
-    unflatten_output(g, i, n, c, o);
-    const T* plane = x + n * g.sN + c * g.sC;
-    if (g.mode == PoolMode::Max) {
-      T best = -std::numeric_limits<T>::infinity();
-      max_window(g, plane, o, best, idx[i]);
-      out[i] = best;
-    } else {
-      out[i] = avg_value(g, plane, o);
-    }
-  }
+  for (int64_t i = 0; i < g.out_numel(); ++i) pool_output(g, x, out, idx, i);
 }
 
 template <typename T>

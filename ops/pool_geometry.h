@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "tensor/hd.h"
 
@@ -106,6 +107,22 @@ TG_HD T avg_value(const PoolGeometry& g, const T* plane, const int64_t (&o)[3]) 
 
 // Adds grad / divisor to every element of the averaging window of output o in the contiguous
 // input-gradient plane gi, through `add(pointer, value)` (a plain += on the CPU, an atomic on CUDA).
+// Output element i of the pooling (and, for max pooling, its argmax in the input plane): what the
+// CPU loop and the CUDA kernel each compute per element.
+template <typename T>
+TG_HD void pool_output(const PoolGeometry& g, const T* x, T* out, int64_t* idx, int64_t i) {
+  int64_t n, c, o[3];
+  unflatten_output(g, i, n, c, o);
+  const T* plane = x + n * g.sN + c * g.sC;
+  if (g.mode == PoolMode::Max) {
+    T best = -std::numeric_limits<T>::infinity();
+    max_window(g, plane, o, best, idx[i]);
+    out[i] = best;
+  } else {
+    out[i] = avg_value(g, plane, o);
+  }
+}
+
 template <typename T, typename Add>
 TG_HD void avg_spread(const PoolGeometry& g, T grad, const int64_t (&o)[3], T* gi, Add add) {
   const AvgWindow win = avg_window(g, o);

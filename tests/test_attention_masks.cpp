@@ -19,17 +19,8 @@ namespace {
 
 using testing::expect_close;
 using testing::expect_values;
+using testing::pattern;
 using testing::random_tensor;
-
-// The values ((i * 7 + seed * 13) % 17 - 8) / 10 in row-major order, as float64; the Python side is
-//   torch.tensor([((i * 7 + seed * 13) % 17 - 8) / 10 for i in range(n)], dtype=torch.float64)
-Tensor pattern(const Shape& sizes, int seed, DType dtype = kFloat64) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<double>((i * 7 + seed * 13) % 17 - 8) / 10;
-  return from_vector(v, sizes).to(dtype);
-}
 
 // Copies pattern(shape, first_seed + i) into the module's i-th parameter (named_parameters order).
 void set_parameters(nn::Module& m, int first_seed = 1) {

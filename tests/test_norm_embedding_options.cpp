@@ -16,17 +16,8 @@ namespace {
 
 using testing::expect_close;
 using testing::expect_values;
+using testing::pattern;
 using testing::random_tensor;
-
-// The values ((i * 7 + seed * 13) % 17 - 8) / 10 in row-major order; the Python side is
-//   torch.tensor([((i * 7 + seed * 13) % 17 - 8) / 10 for i in range(n)], dtype=torch.float64)
-Tensor pattern(const Shape& sizes, int seed, DType dtype = kFloat64) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<double>((i * 7 + seed * 13) % 17 - 8) / 10;
-  return from_vector(v, sizes).to(dtype);
-}
 
 // bn = nn.BatchNorm1d(3, momentum=None, dtype=torch.float64); for step in range(3):
 // bn(pattern((4, 3), 30 + step) * (step + 1)); then bn.eval(); bn(pattern((2, 3), 40))

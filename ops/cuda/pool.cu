@@ -18,17 +18,7 @@ int64_t blocks(int64_t n) { return (n + kThreads - 1) / kThreads; }
 template <typename T>
 __global__ void pool_forward_kernel(PoolGeometry g, const T* x, T* out, int64_t* idx) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= g.out_numel()) return;
-  int64_t n, c, o[3];
-  unflatten_output(g, i, n, c, o);
-  const T* plane = x + n * g.sN + c * g.sC;
-  if (g.mode == PoolMode::Max) {
-    T best = -std::numeric_limits<T>::infinity();
-    max_window(g, plane, o, best, idx[i]);
-    out[i] = best;
-    return;
-  }
-  out[i] = avg_value(g, plane, o);
+  if (i < g.out_numel()) pool_output(g, x, out, idx, i);
 }
 
 template <typename T>

@@ -34,6 +34,17 @@ inline void expect_values(const Tensor& t, const std::vector<double>& expected, 
   }
 }
 
+// The values ((i * 7 + seed * 13) % 17 - 8) / 10 in row-major order, as `dtype`: inputs that a
+// PyTorch script rebuilds exactly as
+//   torch.tensor([((i * 7 + seed * 13) % 17 - 8) / 10 for i in range(n)], dtype=torch.float64)
+inline Tensor pattern(const Shape& sizes, int seed, DType dtype = kFloat64) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<double>((i * 7 + seed * 13) % 17 - 8) / 10;
+  return from_vector(v, sizes).to(dtype);
+}
+
 inline const std::vector<DType> kNumeric = {kInt32, kInt64, kFloat32, kFloat64};
 inline const std::vector<DType> kAll = {kBool, kInt32, kInt64, kFloat32, kFloat64};
 
