@@ -148,6 +148,9 @@ class CudaRecorder final : public GraphRecorder {
         cudaGraph_t broken = nullptr;
         cudaStreamEndCapture(side_stream_, &broken);
         if (broken) cudaGraphDestroy(broken);
+        // Ending an invalidated capture leaves cudaErrorStreamCaptureInvalidated as the thread's
+        // last error; cleared here, or the next launch check anywhere would report it as its own.
+        (void)cudaGetLastError();
         Generator::global().set_state(generator_before);
         throw;
       }

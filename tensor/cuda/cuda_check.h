@@ -7,11 +7,14 @@
 
 #include "tensor/check.h"
 
-// Throws tg::Error naming the failed call and CUDA's error string.
+// Throws tg::Error naming the failed call and CUDA's error string. The thread's last error is
+// cleared first (as PyTorch's check does), so a caller that recovers from the throw does not leave a
+// stale error for the next launch check to report as its own.
 #define TG_CUDA_CHECK(expr)                                                                         \
   do {                                                                                              \
     cudaError_t tg_err_ = (expr);                                                                   \
     if (tg_err_ != cudaSuccess) [[unlikely]] {                                                      \
+      (void)cudaGetLastError();                                                                     \
       TG_FAIL("[cuda] ", #expr, " failed: ", cudaGetErrorName(tg_err_), ": ", cudaGetErrorString(tg_err_)); \
     }                                                                                               \
   } while (0)
