@@ -22,9 +22,11 @@ class FromDataOp final : public Op {
   FromDataOp(std::shared_ptr<const std::vector<unsigned char>> bytes, Shape sizes, DType dtype, Device device)
       : bytes_(std::move(bytes)), sizes_(std::move(sizes)), dtype_(dtype), device_(device) {}
 
+  // On a device the op is a copy from host memory (kDeviceCopy): never recomputed, never captured.
   const OpSchema& schema() const override {
-    static const OpSchema s{.name = "tensor", .flags = kFactory};
-    return s;
+    static const OpSchema on_host{.name = "tensor", .flags = kFactory};
+    static const OpSchema on_device{.name = "tensor", .flags = kFactory | kDeviceCopy};
+    return device_.is_cpu() ? on_host : on_device;
   }
 
   std::vector<TensorMeta> infer(const TensorList&) const override {

@@ -99,6 +99,35 @@ TEST(CudagraphPlan, RandomOpsAreCapturedOnCudaOnly) {
   EXPECT_TRUE(capture_blocker(p.forward, p.forward.nodes[0], DeviceType::CPU).has_value());
 }
 
+TEST(CudagraphPlan, HostDataConstantRunsFirstAndTheRestIsOneGraph) {
+  auto fn = [](const TensorList& xs) {
+    Tensor h = xs[0] * 2;
+    Tensor mask = from_vector(std::vector<float>{1, 0, 1}, {3}, {.device = kCuda});
+    return TensorList{(h * mask).sum()};
+  };
+  Planned p = plan(fn, {fake_tensor({3}, kFloat32, kCuda, true)});
+  ASSERT_EQ(p.fw_plan.segments.size(), 2u) << p.forward.to_text();
+  EXPECT_FALSE(p.fw_plan.segments[0].captured);
+  EXPECT_NE(p.fw_plan.segments[0].reason.find("host data"), std::string::npos) << p.fw_plan.segments[0].reason;
+  EXPECT_TRUE(p.fw_plan.segments[1].captured);
+  EXPECT_EQ(p.fw_plan.eager_nodes, 1);
+}
+
+// A from_vector constant on the device inside a compiled function: copied before the graph (its
+// synchronizing copy from host memory would break the capture), the rest replayed.
+TEST(CudagraphHostData, ConstantFromHostDataMatchesEager) {
+  TG_REQUIRE_CUDA();
+  auto fn = [](const Tensor& x) {
+    Tensor mask = from_vector(std::vector<float>{1, 0, 1}, {3}, {.device = x.device()});
+    return ((x * 2) * mask).sum();
+  };
+  auto compiled = compile(fn, {.backend = "cudagraphs"});
+  for (int call = 0; call < 3; ++call) {
+    Tensor x = randn({3}, {.device = cuda_device(0)});
+    testing::expect_close(compiled(x), fn(x), 1e-6, 1e-6);
+  }
+}
+
 // ---- executor decision logic, run on the CPU --------------------------------------------------
 
 struct CpuExecutor {

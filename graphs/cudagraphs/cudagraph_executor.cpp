@@ -139,7 +139,7 @@ TensorList CudaGraphExecutor::run(TensorList inputs) {
     if (seg.captured) {
       run_captured(s, env);
     } else {
-      interpreter_.run_nodes(env, static_cast<size_t>(seg.nodes.front()), static_cast<size_t>(seg.nodes.back()) + 1);
+      run_eagerly(seg, env);
     }
     for (ValueId v : release_after_segment_[s]) env[static_cast<size_t>(v)] = Tensor();
   }
@@ -149,18 +149,26 @@ TensorList CudaGraphExecutor::run(TensorList inputs) {
   return result;
 }
 
+void CudaGraphExecutor::run_eagerly(const Segment& seg, std::vector<Tensor>& env) const {
+  // A segment's nodes are runs of consecutive graph nodes (constants hoisted to the front break them).
+  for (size_t i = 0; i < seg.nodes.size();) {
+    size_t j = i + 1;
+    while (j < seg.nodes.size() && seg.nodes[j] == seg.nodes[j - 1] + 1) ++j;
+    interpreter_.run_nodes(env, static_cast<size_t>(seg.nodes[i]), static_cast<size_t>(seg.nodes[j - 1]) + 1);
+    i = j;
+  }
+}
+
 void CudaGraphExecutor::run_captured(size_t s, std::vector<Tensor>& env) {
   const Segment& seg = plan_.segments[s];
   SegmentState& state = *states_[s];
-  const size_t first = static_cast<size_t>(seg.nodes.front());
-  const size_t last = static_cast<size_t>(seg.nodes.back()) + 1;
   if (++state.calls == 1 || state.gave_up) {
     if (state.calls == 1) {
       // Warm-up, inside the pool (lazy initialisation such as library handles happens outside any capture).
       count(&CompileCounters::warmups);
-      recorder_->warm_up([&] { interpreter_.run_nodes(env, first, last); });
+      recorder_->warm_up([&] { run_eagerly(seg, env); });
     } else {
-      interpreter_.run_nodes(env, first, last);
+      run_eagerly(seg, env);
     }
     return;
   }
@@ -193,7 +201,7 @@ void CudaGraphExecutor::run_captured(size_t s, std::vector<Tensor>& env) {
                                  std::to_string(max_instances_) + " recordings (re-record limit)";
       count_skip(reason, static_cast<int>(seg.nodes.size()));
       log_line("cudagraphs", label_ + " graph: segment " + std::to_string(s) + " runs eagerly from now on: " + reason);
-      interpreter_.run_nodes(env, first, last);
+      run_eagerly(seg, env);
       return;
     }
     if (!state.instances.empty()) count(&CompileCounters::rerecords);

@@ -46,6 +46,8 @@ class CudaGraphExecutor final : public Executor {
   struct OutputSlot;
   struct SegmentState;
   void run_captured(size_t s, std::vector<Tensor>& env);
+  // Runs segment `seg`'s nodes without capture, in its order.
+  void run_eagerly(const Segment& seg, std::vector<Tensor>& env) const;
   using BufferList = std::vector<std::shared_ptr<OutputBuffer>>;
   // An instance whose static inputs match and whose replay overwrites no tensor of the current
   // step, with the other graphs' buffers that replay overwrites; null when there is none.

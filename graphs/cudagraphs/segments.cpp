@@ -11,6 +11,9 @@ std::optional<std::string> capture_blocker(const Graph& graph, const GraphNode& 
   // CUDA graphs move random draws to fresh counters on every replay; other recorders cannot.
   if (node.op->has(kRandom) && capture_on != DeviceType::CUDA) return "random op (" + name + ")";
   if (name == "stage_to_device") return std::string("host-to-device input staging");
+  // A constant made from host data inside the function (from_vector): its copy from pageable host
+  // memory synchronizes, which a capture cannot hold.
+  if (node.op->has(kDeviceCopy) && node.inputs.empty()) return "host data copied to the device (" + name + ")";
   auto check = [&](ValueId v) -> std::optional<std::string> {
     if (v < 0) return std::nullopt;
     const Device d = graph.values[static_cast<size_t>(v)].meta.device;
@@ -26,7 +29,14 @@ std::optional<std::string> capture_blocker(const Graph& graph, const GraphNode& 
 
 SegmentPlan plan_segments(const Graph& graph, DeviceType capture_on) {
   SegmentPlan plan;
+  // Blocked nodes without inputs (host-data constants) run first, so they do not cut a graph in two.
+  std::vector<size_t> order, rest;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const bool hoisted = graph.nodes[i].inputs.empty() && capture_blocker(graph, graph.nodes[i], capture_on);
+    (hoisted ? order : rest).push_back(i);
+  }
+  order.insert(order.end(), rest.begin(), rest.end());
+  for (size_t i : order) {
     const std::optional<std::string> blocker = capture_blocker(graph, graph.nodes[i], capture_on);
     const bool captured = !blocker.has_value();
     if (plan.segments.empty() || plan.segments.back().captured != captured) {

@@ -34,7 +34,8 @@ struct SegmentPlan {
 std::optional<std::string> capture_blocker(const Graph& graph, const GraphNode& node,
                                            DeviceType capture_on = DeviceType::CUDA);
 
-// Cuts `graph` into maximal runs of capturable and non-capturable nodes.
+// Cuts `graph` into maximal runs of capturable and non-capturable nodes; non-capturable nodes
+// without inputs are moved to the front.
 SegmentPlan plan_segments(const Graph& graph, DeviceType capture_on = DeviceType::CUDA);
 
 }  // namespace tg::graphs
