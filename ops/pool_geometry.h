@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "tensor/half.h"
 #include "tensor/hd.h"
 
 namespace tg {
@@ -94,15 +95,18 @@ TG_HD void max_window(const PoolGeometry& g, const T* plane, const int64_t (&o)[
   }
 }
 
-// The mean over the averaging window of output o in `plane` (strided by g.sx).
+// The mean over the averaging window of output o in `plane` (strided by g.sx), summed in float for
+// 16-bit input (a bfloat16 running sum of a few values of mixed sign can lose every digit).
 template <typename T>
 TG_HD T avg_value(const PoolGeometry& g, const T* plane, const int64_t (&o)[3]) {
+  using Acc = acc_type<T>;
   const AvgWindow win = avg_window(g, o);
-  T s = 0;
+  Acc s = 0;
   for (int64_t d = win.lo[0]; d < win.hi[0]; ++d)
     for (int64_t h = win.lo[1]; h < win.hi[1]; ++h)
-      for (int64_t w = win.lo[2]; w < win.hi[2]; ++w) s += plane[d * g.sx[0] + h * g.sx[1] + w * g.sx[2]];
-  return s / static_cast<T>(win.divisor);
+      for (int64_t w = win.lo[2]; w < win.hi[2]; ++w)
+        s += static_cast<Acc>(plane[d * g.sx[0] + h * g.sx[1] + w * g.sx[2]]);
+  return static_cast<T>(s / static_cast<Acc>(win.divisor));
 }
 
 // Adds grad / divisor to every element of the averaging window of output o in the contiguous

@@ -195,6 +195,23 @@ TEST(AdaptiveAvgPool, OneAndThreeDimsMatchPyTorch) {
       1e-14, 1e-14);
 }
 
+// A 16-bit average sums in float: these nine bfloat16 values of mixed sign average to 7.7989e-4, a
+// bfloat16 running sum loses every digit of that. F.adaptive_avg_pool2d(x.bfloat16(), 1) and
+// F.avg_pool2d(x.bfloat16(), 3) give 0.0007781982421875 (PyTorch 1.13, CPU).
+TEST(AvgPool, SixteenBitWindowsSumInFloat) {
+  const std::vector<double> v{-1.1171875, 0.421875, -0.388671875, -0.55078125, 0.51953125,
+                              -0.008605957031250, 0.400390625, -0.2109375, 0.94140625};
+  std::vector<Device> devices{kCPU};
+  if (cuda_is_available()) devices.push_back(cuda_device(0));
+  for (Device d : devices) {
+    Tensor x = from_vector(v, {1, 1, 3, 3}, {.dtype = kFloat64}).to(kBFloat16).to(d);
+    for (const Tensor& y : {adaptive_avg_pool2d(x, {1, 1}), avg_pool2d(x, {3, 3})}) {
+      ASSERT_EQ(y.dtype(), kBFloat16);
+      EXPECT_EQ(y.to(kCPU).to(kFloat64).item<double>(), 0.0007781982421875) << d.str();
+    }
+  }
+}
+
 // The 2-D pooling is the 3-D one over a depth of 1, and the 1-D one the 2-D one over a height of 1.
 TEST(PoolNd, LowerRanksAgreeWithHigherRanks) {
   Tensor x = testing::random_tensor({2, 3, 7, 6});
