@@ -54,7 +54,9 @@ class BatchNormOp final : public Op {
  public:
   BatchNormOp(double momentum, double eps, bool running) : momentum_(momentum), eps_(eps), running_(running) {}
   const OpSchema& schema() const override {
-    static const OpSchema s{.name = "batch_norm"};
+    // Compute-intensive for the partitioner: recomputing it in the backward would repeat the batch
+    // statistics (a full reduction, the running-stat update included), not just the normalization.
+    static const OpSchema s{.name = "batch_norm", .flags = kComputeIntensive};
     return s;
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {

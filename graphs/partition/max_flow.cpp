@@ -79,4 +79,24 @@ std::vector<bool> FlowNetwork::source_side(int source) const {
   return seen;
 }
 
+std::vector<bool> FlowNetwork::sink_side(int sink) const {
+  std::vector<bool> seen(adjacency_.size(), false);
+  std::queue<int> q;
+  seen[static_cast<size_t>(sink)] = true;
+  q.push(sink);
+  while (!q.empty()) {
+    const int w = q.front();
+    q.pop();
+    for (int e : adjacency_[static_cast<size_t>(w)]) {
+      // Edge e runs w -> x; its pair e ^ 1 runs x -> w, and x reaches w while that one has room.
+      const int x = edges_[static_cast<size_t>(e)].to;
+      if (edges_[static_cast<size_t>(e ^ 1)].capacity > 0 && !seen[static_cast<size_t>(x)]) {
+        seen[static_cast<size_t>(x)] = true;
+        q.push(x);
+      }
+    }
+  }
+  return seen;
+}
+
 }  // namespace tg::graphs

@@ -141,12 +141,13 @@ std::vector<ValueId> min_cut_saved(const Graph& g, const std::vector<ValueId>& b
   }
   for (ValueId v : boundary) net.add_edge(out(v), sink, FlowNetwork::kInfinite);
   net.max_flow(source, sink);
-  const std::vector<bool> side = net.source_side(source);
+  // Of the cuts that save the fewest bytes, the one nearest the sink: it saves values as late as it
+  // can and so recomputes the least (saving relu(x) and saving x cost the same; only the first is free).
+  const std::vector<bool> reaches_sink = net.sink_side(sink);
   std::vector<ValueId> saved;
   for (ValueId v = 0; v < n; ++v) {
     if (!is_forward_value(g, v)) continue;
-    const bool in_src = side[static_cast<size_t>(in(v))];
-    if (in_src && !side[static_cast<size_t>(out(v))]) saved.push_back(v);
+    if (!reaches_sink[static_cast<size_t>(in(v))] && reaches_sink[static_cast<size_t>(out(v))]) saved.push_back(v);
   }
   return saved;
 }
