@@ -70,9 +70,13 @@ __global__ void forward_kernel(const T* x, const W* w, const W* b, RowNormGeomet
   const int64_t cols = g.cols();
   const int stride = 32 * kWarps;
   const T* xr = x + r * cols;
+  // The mean is summed shifted by the row's first value: a row of equal values then has exactly that
+  // value as its mean and a variance of 0 (sum / n alone can miss it by an ulp, which rstd of about
+  // 1/sqrt(eps) turns into an output that is not the bias).
+  const A shift = cols > 0 ? static_cast<A>(xr[0]) : A(0);
   A s = 0;
-  for (int64_t j = threadIdx.x; j < cols; j += stride) s += static_cast<A>(xr[j]);
-  const A mu = row_sum<kWarps>(s, scratch) / static_cast<A>(cols);
+  for (int64_t j = threadIdx.x; j < cols; j += stride) s += static_cast<A>(xr[j]) - shift;
+  const A mu = shift + row_sum<kWarps>(s, scratch) / static_cast<A>(cols);
   A q = 0;
   for (int64_t j = threadIdx.x; j < cols; j += stride) {
     const A d = static_cast<A>(xr[j]) - mu;
