@@ -16,7 +16,9 @@ and checks tapegraph against the truth with a tolerance taken from PyTorch's own
   |tg_i - truth_i| <= K * max(|yard_i - truth_i|, rms_j |yard_j - truth_j|, floor_i)
   floor_i = FLOOR_ULPS * eps(dtype) * (|truth_i| + max(rms_j |truth_j|, rms of the inputs))
 
-with K = 4 and FLOOR_ULPS = 8; in autocast programs, whose float32 values may have been computed
+or, for a tensor whose elements fail that, normwise: its largest and its rms error over the finite
+elements each within K of PyTorch's (an ill-conditioned tensor's error tail, some ten times its rms,
+falls on whichever elements the summation order makes unlucky); with K = 4 and FLOOR_ULPS = 8; in autocast programs, whose float32 values may have been computed
 in 16 bits, AUTOCAST_ULPS = 2 ulps of the autocast dtype at that scale are allowed too (PyTorch's
 rounding may land closer by luck)
 
@@ -283,6 +285,15 @@ def check_tensor(what, tg_vals, truth, yard, dtype, program_scale, probe=None, a
     # Finite in the truth and the yardstick but not in tapegraph fails (err is NaN or inf there).
     if bool(ok.all()):
         return None
+    # Normwise, as a second chance: an ill-conditioned tensor has error tails some ten times its rms,
+    # and which elements land in the tail depends on the summation order. Tapegraph passes when its
+    # largest and its rms error over the finite elements are each within K of PyTorch's.
+    if bool(finite.any()) and bool(torch.isfinite(g[finite]).all()):
+        e, ye = err[finite], yerr[finite]
+        if e.max() <= K * ye.max() and e.pow(2).mean().sqrt() <= K * ye.pow(2).mean().sqrt():
+            ok = ok | finite
+            if bool(ok.all()):
+                return None
     i = int((~ok).nonzero()[0].item())
     ratio = (err / allowed.clamp_min(1e-300))
     worst = int(torch.where(finite & ~ok, ratio, torch.zeros_like(ratio)).argmax().item()) if (finite & ~ok).any() else i
