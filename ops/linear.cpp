@@ -123,8 +123,11 @@ class LinearOp final : public Op {
         gemm_2d(out[0], n, m, k, x, false, w, true, 1.0, bias, beta, act_ == LinearActivation::Relu);
         return;
       case LinearActivation::ReluMask:
+        if (run_relu_epilogue(x, w, bias, out, n, m, k)) return;
+        break;
       case LinearActivation::GeluTanh:
-        if (run_epilogue(x, w, bias, out, n, m, k)) return;
+        // Never cuBLASLt's GELU epilogue: its tanh loses the tail (gelu(-5.1) more than 1% off, and
+        // flushed to 0 further out, where the unfused kernel and PyTorch keep the tiny value).
         break;
     }
     // Separate kernels: the product, then the activation and its auxiliary output.
@@ -156,19 +159,18 @@ class LinearOp final : public Op {
   LinearActivation activation() const { return act_; }
 
  private:
-  // The product and activation as one cuBLASLt kernel writing the auxiliary output too; false when
-  // cuBLASLt cannot (another device, a strided bias, an unsupported shape).
-  bool run_epilogue(const Tensor& x, const Tensor& w, const BiasRef* bias, TensorList& out, int64_t n, int64_t m,
-                    int64_t k) const {
+  // The product and ReLU as one cuBLASLt kernel writing the mask too; false when cuBLASLt cannot
+  // (another device, a strided bias, an unsupported shape).
+  bool run_relu_epilogue(const Tensor& x, const Tensor& w, const BiasRef* bias, TensorList& out, int64_t n, int64_t m,
+                         int64_t k) const {
 #ifdef TG_WITH_CUDA
     if (!out[0].is_cuda() || k == 0 || (bias != nullptr && bias->s1 != 1)) return false;
-    const bool relu = act_ == LinearActivation::ReluMask;
     Tensor keep_a, keep_b;
     const Gemm g = gemm_2d_plan(out[0], n, m, k, x, false, w, true, 1.0, keep_a, keep_b);
-    cuda::LtArgs args{.epilogue = relu ? cuda::LtEpilogue::ReluMask : cuda::LtEpilogue::GeluTanh,
+    cuda::LtArgs args{.epilogue = cuda::LtEpilogue::ReluMask,
                       .bias = bias != nullptr ? bias->data : nullptr,
                       .aux = out[1].raw_data(),
-                      .aux_ld = relu ? relu_mask_row_bits(m) : m};
+                      .aux_ld = relu_mask_row_bits(m)};
     return cuda::gemm_lt(g, args);
 #else
     (void)x, (void)w, (void)bias, (void)out, (void)n, (void)m, (void)k;

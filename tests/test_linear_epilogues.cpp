@@ -276,6 +276,44 @@ TEST(LinearEpilogues, CudaMatchesCpu) {
   }
 }
 
+// The fused GELU keeps its far negative tail: gelu_tanh(x) for x down to -12 is tiny but not 0
+// (an epilogue that flushed it to 0 turned a later x / x into NaN, PyTorch-oracle seed 662).
+TEST(LinearEpilogues, CudaGeluTailMatchesTheUnfusedOps) {
+  TG_REQUIRE_CUDA();
+  const Device dev = cuda_device(0);
+  const int64_t n = 64, k = 8, m = 64;
+  // x @ w.T + b runs the pre-activations from -12 to 4 along each row: w = 0, b = the ramp.
+  const Tensor x = randn({n, k}, {.device = dev});
+  const Tensor w = zeros({m, k}, {.device = dev});
+  const Tensor b = add(mul(arange(m, {.device = dev}), 16.0 / double(m - 1)), -12.0);
+  for (DType dt : {kFloat32, kBFloat16}) {
+    auto [fused, pre] = linear_gelu_tanh(x.to(dt), w.to(dt), b.to(dt));
+    const Tensor plain = gelu(linear(x.to(dt), w.to(dt), b.to(dt)), "tanh");
+    const std::vector<double> f = fused.to(kFloat64).to(kCPU).reshape({-1}).to_vector<double>();
+    const std::vector<double> u = plain.to(kFloat64).to(kCPU).reshape({-1}).to_vector<double>();
+    for (size_t i = 0; i < u.size(); ++i)
+      ASSERT_NEAR(f[i], u[i], 1e-2 * std::abs(u[i]))
+          << dtype_name(dt) << " pre-activation " << -12.0 + 16.0 * double(i % m) / double(m - 1);
+  }
+}
+
+// The fused GELU gradient keeps the far negative tail too: gelu_tanh'(x) down to x = -12.
+TEST(LinearEpilogues, CudaGeluGradientTailMatchesTheUnfusedOps) {
+  TG_REQUIRE_CUDA();
+  const Device dev = cuda_device(0);
+  const int64_t n = 64, k = 8, m = 64;
+  // g @ w is 1 everywhere (g = 1/k, w = 1); the pre-activations ramp from -12 to 4 along each row.
+  const Tensor g = full({n, k}, 1.0 / double(k), {.device = dev});
+  const Tensor w = ones({k, m}, {.device = dev});
+  const Tensor pre = add(mul(arange(m, {.device = dev}), 16.0 / double(m - 1)), -12.0).expand({n, m}).contiguous();
+  auto [fused, db] = mm_gelu_tanh_backward_bias_grad(g, w, pre);
+  const Tensor plain = gelu_backward(mm(g, w), pre, true);
+  const std::vector<double> f = fused.to(kFloat64).to(kCPU).reshape({-1}).to_vector<double>();
+  const std::vector<double> u = plain.to(kFloat64).to(kCPU).reshape({-1}).to_vector<double>();
+  for (size_t i = 0; i < u.size(); ++i)
+    ASSERT_NEAR(f[i], u[i], 1e-2 * std::abs(u[i])) << "pre-activation " << -12.0 + 16.0 * double(i % m) / double(m - 1);
+}
+
 #ifdef TG_WITH_CUDA
 // The mask the fallback kernel writes is bit for bit the one cuBLASLt's ReLU epilogue writes (the
 // backward's DRELU_BGRAD reads either).

@@ -37,7 +37,6 @@ enum class LtEpilogue : uint8_t {
   Default,       // out (+ bias)
   Relu,          // relu(out + bias)
   ReluMask,      // relu(out + bias); aux: one bit per element, set where out + bias > 0 (aux_ld in bits)
-  GeluTanh,      // gelu_tanh(out + bias); aux: out + bias, the pre-activation (aux_ld in elements)
   ReluGrad,      // out * (aux bit set), bias_grad[m] = its sums over the n rows (DRELU_BGRAD)
   GeluTanhGrad,  // out * gelu_tanh'(aux), bias_grad[m] = its sums over the n rows (DGELU_BGRAD)
   RowSumsOfA,    // out, and bias_grad[n] = the row sums of op(a) over k (BGRADB)

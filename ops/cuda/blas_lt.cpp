@@ -107,7 +107,6 @@ cublasLtEpilogue_t lt_epilogue(LtEpilogue e, bool bias) {
     case LtEpilogue::Default: return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     case LtEpilogue::Relu: return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
     case LtEpilogue::ReluMask: return bias ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS : CUBLASLT_EPILOGUE_RELU_AUX;
-    case LtEpilogue::GeluTanh: return bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     case LtEpilogue::ReluGrad: return CUBLASLT_EPILOGUE_DRELU_BGRAD;
     case LtEpilogue::GeluTanhGrad: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
     case LtEpilogue::RowSumsOfA: return CUBLASLT_EPILOGUE_BGRADB;
@@ -116,8 +115,7 @@ cublasLtEpilogue_t lt_epilogue(LtEpilogue e, bool bias) {
 }
 
 bool has_aux(LtEpilogue e) {
-  return e == LtEpilogue::ReluMask || e == LtEpilogue::GeluTanh || e == LtEpilogue::ReluGrad ||
-         e == LtEpilogue::GeluTanhGrad;
+  return e == LtEpilogue::ReluMask || e == LtEpilogue::ReluGrad || e == LtEpilogue::GeluTanhGrad;
 }
 bool writes_bias_grad(LtEpilogue e) {
   return e == LtEpilogue::ReluGrad || e == LtEpilogue::GeluTanhGrad || e == LtEpilogue::RowSumsOfA;
