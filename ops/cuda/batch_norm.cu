@@ -14,6 +14,7 @@
 #include "ops/factory.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/device_guard.h"
+#include "tensor/half.h"
 
 namespace tg::cuda {
 namespace {
@@ -110,8 +111,9 @@ __global__ void forward_finish_kernel(const T* x, const T* w, const T* b, const 
   coef[c * 3 + 2] = static_cast<double>(b[c]);
 }
 
-// Backward finish: grad_weight, grad_bias, and coef[c] = {mean, k, -k·Σgy/n, -k·invstd²·Σgy(x-mean)/n}
-// with k = weight · invstd, so that gx = k·gy + coef3·(x - mean) + coef2.
+// Backward finish: grad_weight, grad_bias, and coef[c] = {mean, k, Σgy/n, invstd²·Σgy(x-mean)/n} with
+// k = weight · invstd, so that gx = k·((gy - coef2) - (x - mean)·coef3). The differences come before
+// k: a nearly constant channel has a huge invstd, and k·gy - k·mean(gy) would cancel digits away.
 template <typename T>
 __global__ void backward_finish_kernel(const T* w, const T* save_mean, const T* save_invstd, const double* partial,
                                        int64_t C, int64_t chunks, double count, T* gw, T* gb, double* coef) {
@@ -124,8 +126,8 @@ __global__ void backward_finish_kernel(const T* w, const T* save_mean, const T* 
   gw[c] = static_cast<T>(s.b * invstd);
   coef[c * 4] = static_cast<double>(save_mean[c]);
   coef[c * 4 + 1] = k;
-  coef[c * 4 + 2] = -k * s.a / count;
-  coef[c * 4 + 3] = -k * invstd * invstd * s.b / count;
+  coef[c * 4 + 2] = s.a / count;
+  coef[c * 4 + 3] = invstd * invstd * s.b / count;
 }
 
 // VEC elements of T as one 16-byte access.
@@ -134,13 +136,14 @@ struct alignas(sizeof(T) * VEC) Pack {
   T v[VEC];
 };
 
-// y = (x - mean) * scale + bias, or gx = k * gy + c3 * (x - mean) + c2: one block per [n, c] plane
+// y = (x - mean) * scale + bias, or gx = k * ((gy - c2) - (x - mean) * c3): one block per [n, c] plane
 // (grid-strided), the channel's coefficients loaded once; planes are read VEC elements at a time
 // (S is a multiple of VEC, and planes start 16-byte aligned).
 template <typename T, int VEC, bool kBackward>
 __global__ void __launch_bounds__(kThreads)
     apply_kernel(const T* x, const T* gy, const double* coef, int64_t planes, int64_t C, int64_t S, T* out) {
   using P = Pack<T, VEC>;
+  using A = acc_type<T>;  // 16-bit elements computed in float, rounded once
   const int64_t packs = S / VEC;
   for (int64_t plane = blockIdx.x; plane < planes; plane += gridDim.x) {
     const int64_t c = plane % C;
@@ -148,23 +151,24 @@ __global__ void __launch_bounds__(kThreads)
     const P* gp = reinterpret_cast<const P*>(gy + plane * S);
     P* op = reinterpret_cast<P*>(out + plane * S);
     if (kBackward) {
-      const T mu = static_cast<T>(coef[c * 4]), k = static_cast<T>(coef[c * 4 + 1]);
-      const T c2 = static_cast<T>(coef[c * 4 + 2]), c3 = static_cast<T>(coef[c * 4 + 3]);
+      const A mu = static_cast<A>(coef[c * 4]), k = static_cast<A>(coef[c * 4 + 1]);
+      const A c2 = static_cast<A>(coef[c * 4 + 2]), c3 = static_cast<A>(coef[c * 4 + 3]);
       for (int64_t i = threadIdx.x; i < packs; i += kThreads) {
         const P xv = xp[i], gv = gp[i];
         P r;
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) r.v[j] = k * gv.v[j] + c3 * (xv.v[j] - mu) + c2;
+        for (int j = 0; j < VEC; ++j)
+          r.v[j] = static_cast<T>(k * ((static_cast<A>(gv.v[j]) - c2) - (static_cast<A>(xv.v[j]) - mu) * c3));
         op[i] = r;
       }
     } else {
-      const T mu = static_cast<T>(coef[c * 3]), scale = static_cast<T>(coef[c * 3 + 1]);
-      const T bias = static_cast<T>(coef[c * 3 + 2]);
+      const A mu = static_cast<A>(coef[c * 3]), scale = static_cast<A>(coef[c * 3 + 1]);
+      const A bias = static_cast<A>(coef[c * 3 + 2]);
       for (int64_t i = threadIdx.x; i < packs; i += kThreads) {
         const P xv = xp[i];
         P r;
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) r.v[j] = (xv.v[j] - mu) * scale + bias;
+        for (int j = 0; j < VEC; ++j) r.v[j] = static_cast<T>((static_cast<A>(xv.v[j]) - mu) * scale + bias);
         op[i] = r;
       }
     }
@@ -175,14 +179,18 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T, bool kBackward>
 __global__ void apply_flat_kernel(const T* x, const T* gy, const double* coef, int64_t total, int64_t C, int64_t S,
                                   T* out) {
+  using A = acc_type<T>;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t c = (i / S) % C;
+    const A xi = static_cast<A>(x[i]);
     if (kBackward) {
-      out[i] = static_cast<T>(coef[c * 4 + 1]) * gy[i] + static_cast<T>(coef[c * 4 + 3]) * (x[i] - static_cast<T>(coef[c * 4])) +
-               static_cast<T>(coef[c * 4 + 2]);
+      const A mu = static_cast<A>(coef[c * 4]), k = static_cast<A>(coef[c * 4 + 1]);
+      const A c2 = static_cast<A>(coef[c * 4 + 2]), c3 = static_cast<A>(coef[c * 4 + 3]);
+      out[i] = static_cast<T>(k * ((static_cast<A>(gy[i]) - c2) - (xi - mu) * c3));
     } else {
-      out[i] = (x[i] - static_cast<T>(coef[c * 3])) * static_cast<T>(coef[c * 3 + 1]) + static_cast<T>(coef[c * 3 + 2]);
+      out[i] = static_cast<T>((xi - static_cast<A>(coef[c * 3])) * static_cast<A>(coef[c * 3 + 1]) +
+                              static_cast<A>(coef[c * 3 + 2]));
     }
   }
 }
