@@ -6,6 +6,7 @@
 #include "nn/conv.h"
 #include "nn/container.h"
 #include "nn/embedding.h"
+#include "nn/gpt.h"
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/module.h"
