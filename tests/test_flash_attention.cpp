@@ -242,21 +242,22 @@ void check_case(const AttnCase& c, DType dtype) {
 TEST(FlashAttentionCuda, MatchesFloat32CompositionAcrossShapesMasksAndDtypes) {
   TG_REQUIRE_CUDA();
   manual_seed(11);
-  for (DType dtype : {kBFloat16, kFloat16})
-    for (int64_t D : {64, 80, 128})
-      for (int64_t T : {1, 77, 200})
-        for (bool causal : {false, true}) check_case({2, 3, T, T, D, causal, 0}, dtype);
+  for (int64_t D : {64, 80, 128})
+    for (int64_t T : {1, 77, 200})
+      for (bool causal : {false, true}) check_case({2, 3, T, T, D, causal, 0}, kBFloat16);
+  for (int64_t D : {64, 128})
+    for (bool causal : {false, true}) check_case({2, 3, 77, 77, D, causal, 0}, kFloat16);
 }
 
 TEST(FlashAttentionCuda, MasksAndUnequalLengths) {
   TG_REQUIRE_CUDA();
   manual_seed(12);
-  for (DType dtype : {kBFloat16, kFloat16})
-    for (int mask : {1, 2, 3})
-      for (int64_t D : {64, 80, 128}) {
-        check_case({2, 3, 77, 77, D, false, mask}, dtype);
-        check_case({2, 2, 77, 200, D, false, mask}, dtype);
-      }
+  for (int mask : {1, 2, 3})
+    for (int64_t D : {64, 80}) {
+      check_case({2, 3, 77, 77, D, false, mask}, kBFloat16);
+      check_case({2, 2, 77, 200, D, false, mask}, kBFloat16);
+    }
+  for (int mask : {1, 2}) check_case({2, 3, 200, 200, 128, false, mask}, kFloat16);
   // Causal with L != S: PyTorch's is_causal aligns the mask at the top left.
   check_case({2, 2, 77, 200, 64, true, 0}, kBFloat16);
   check_case({2, 2, 200, 77, 64, true, 0}, kBFloat16);
@@ -397,7 +398,9 @@ TEST(FlashAttentionCuda, CompiledWithCudagraphsMatchesEager) {
   EXPECT_EQ(c.backward_ops.count("flash_attention_backward"), 1u);
   EXPECT_GE(c.graphs_captured, 2);
   EXPECT_GE(c.replays, 2);
-  EXPECT_TRUE(c.cudagraph_skips.empty());
+  std::string skips;
+  for (const auto& [reason, n] : c.cudagraph_skips) skips += reason + " x" + std::to_string(n) + "; ";
+  EXPECT_EQ(skips, "");
 }
 
 // MultiheadAttention under autocast: the fused and composed paths agree on outputs and gradients,
