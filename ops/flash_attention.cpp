@@ -18,6 +18,7 @@
 #include "ops/masking.h"
 #include "ops/pad.h"
 #include "ops/precision.h"
+#include "ops/random.h"
 #include "tensor/shape.h"
 
 namespace tg {
@@ -77,10 +78,17 @@ void check_operands(const char* op, const TensorList& in, size_t first_16bit_cou
 
 class FlashAttentionOp final : public Op {
  public:
-  FlashAttentionOp(FlashAttentionParams p, bool has_bias) : p_(p), has_bias_(has_bias) {}
+  // With dropout, reserves `blocks` Philox blocks of the global generator for cuDNN's masks.
+  FlashAttentionOp(FlashAttentionParams p, bool has_bias, uint64_t blocks) : p_(p), has_bias_(has_bias), blocks_(blocks) {
+    if (p_.dropout_p > 0.0) state_ = Generator::global().reserve(blocks_);
+  }
   const OpSchema& schema() const override {
     static const OpSchema s{.name = "flash_attention", .flags = kComputeIntensive};
-    return s;
+    static const OpSchema random{.name = "flash_attention", .flags = kComputeIntensive | kRandom};
+    return p_.dropout_p > 0.0 ? random : s;
+  }
+  std::shared_ptr<const Op> redraw() const override {
+    return std::make_shared<const FlashAttentionOp>(p_, has_bias_, blocks_);
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
     TG_CHECK(in.size() == (has_bias_ ? 4u : 3u), "[flash_attention] expected q, k, v", has_bias_ ? " and a bias" : "",
@@ -99,6 +107,8 @@ class FlashAttentionOp final : public Op {
     std::vector<TensorMeta> out;
     out.push_back({.sizes = o, .strides = bshd_strides(o), .offset = 0, .dtype = q.dtype(), .device = q.device()});
     out.push_back(contiguous_meta({B, H, L, 1}, kFloat32, q.device()));
+    // cuDNN's Philox seed and offset, which the backward reads to drop what the forward dropped.
+    out.push_back(contiguous_meta({p_.dropout_p > 0.0 ? 2 : 0}, kInt64, q.device()));
     return out;
   }
   void eval(const TensorList& in, TensorList& out) const override {
@@ -107,8 +117,9 @@ class FlashAttentionOp final : public Op {
       for (const Tensor& t : in)
         TG_CHECK(aligned_layout(meta_of(t)), "[flash_attention] internal error: operand strides ",
                  shape_str(t.strides()), " are not aligned for cuDNN");
-      return cuda::flash_attention_forward(in[0], in[1], in[2], in.size() == 4 ? in[3] : Tensor(), p_, out[0],
-                                           out[1]);
+      if (p_.dropout_p > 0.0) cuda::write_philox_state(out[2], state_, blocks_);
+      return cuda::flash_attention_forward(in[0], in[1], in[2], in.size() == 4 ? in[3] : Tensor(), p_, out[2],
+                                           out[0], out[1]);
     }
 #endif
     (void)out;
@@ -120,15 +131,19 @@ class FlashAttentionOp final : public Op {
   std::string attrs() const override {
     std::ostringstream s;
     s << "scale=" << p_.scale << ", causal=" << (p_.causal ? "true" : "false") << ", bias=" << (has_bias_ ? "true" : "false");
+    if (p_.dropout_p > 0.0) s << ", dropout_p=" << p_.dropout_p << ", seed=" << state_.seed << ", offset=" << state_.offset;
     return s.str();
   }
 
  private:
   FlashAttentionParams p_;
   bool has_bias_;
+  uint64_t blocks_;
+  PhiloxState state_;
 };
 
-// Inputs: q, k, v, O, dO (laid out as O), logsumexp, optional bias; outputs dq, dk, dv laid out as O.
+// Inputs: q, k, v, O, dO (laid out as O), logsumexp, the forward's Philox state (empty without
+// dropout), optional bias; outputs dq, dk, dv laid out as O.
 class FlashAttentionBackwardOp final : public Op {
  public:
   explicit FlashAttentionBackwardOp(FlashAttentionParams p) : p_(p) {}
@@ -137,8 +152,10 @@ class FlashAttentionBackwardOp final : public Op {
     return s;
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
-    TG_CHECK(in.size() == 6 || in.size() == 7, "[flash_attention_backward] expected q, k, v, O, dO, the logsumexp ",
-             "and an optional bias, got ", in.size(), " operands");
+    TG_CHECK(in.size() == 7 || in.size() == 8, "[flash_attention_backward] expected q, k, v, O, dO, the logsumexp, ",
+             "the Philox state and an optional bias, got ", in.size(), " operands");
+    TG_CHECK(in[6].dtype() == kInt64 && in[6].numel() == (p_.dropout_p > 0.0 ? 2 : 0), "[flash_attention_backward] ",
+             "expected the forward's Philox state, got ", dtype_name(in[6].dtype()), " ", shape_str(in[6].sizes()));
     check_operands("flash_attention_backward", in, 5);
     const Tensor& q = in[0];
     const Shape o{q.size(0), q.size(1), q.size(2), in[2].size(3)};
@@ -160,7 +177,7 @@ class FlashAttentionBackwardOp final : public Op {
 #ifdef TG_WITH_CUDA
     if (in[0].is_cuda())
       return cuda::flash_attention_backward(in[0], in[1], in[2], in[3], in[4], in[5],
-                                            in.size() == 7 ? in[6] : Tensor(), p_, out[0], out[1], out[2]);
+                                            in.size() == 8 ? in[7] : Tensor(), in[6], p_, out[0], out[1], out[2]);
 #endif
     (void)out;
     TG_FAIL("[flash_attention_backward] runs on CUDA tensors only, got ", in[0].device().str());
@@ -184,7 +201,7 @@ TensorList FlashAttentionOp::backward(const BackwardContext& ctx, const TensorLi
   Tensor dot = grads[0].transpose(1, 2);
   if (!dot.is_contiguous()) dot = dot.contiguous();
   if (dot.storage_offset() % kAlign != 0) dot = dot.clone();
-  TensorList in{ctx.input(0), ctx.input(1), ctx.input(2), o, dot.transpose(1, 2), ctx.output(1)};
+  TensorList in{ctx.input(0), ctx.input(1), ctx.input(2), o, dot.transpose(1, 2), ctx.output(1), ctx.output(2)};
   if (has_bias_) in.push_back(ctx.input(3));
   TensorList g = dispatch(std::make_shared<const FlashAttentionBackwardOp>(p_), std::move(in));
   for (size_t i = 0; i < 3; ++i)
@@ -236,14 +253,21 @@ SdpaKernelGuard::SdpaKernelGuard(SdpaKernel kernel) : previous_(t_kernel) { t_ke
 SdpaKernelGuard::~SdpaKernelGuard() { t_kernel = previous_; }
 
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, double scale,
-                       bool is_causal) {
+                       bool is_causal, double dropout_p) {
+  TG_CHECK(dropout_p >= 0.0 && dropout_p < 1.0, "[flash_attention] dropout_p must be in [0, 1), got ", dropout_p);
   TensorList in{aligned(q), aligned(k), aligned(v)};
   if (bias.defined()) {
     TG_CHECK(bias.dim() == 4 && q.dim() == 4 && k.dim() == 4, "[flash_attention] expected a 4-D bias and operands, ",
              "got bias ", shape_str(bias.sizes()), " and query ", shape_str(q.sizes()));
     in.push_back(additive_bias(bias, q.size(2), k.size(2), q.dtype()));
   }
-  auto op = std::make_shared<const FlashAttentionOp>(FlashAttentionParams{scale, is_causal}, bias.defined());
+  // Philox blocks reserved per call: one per four scores, whatever share of them cuDNN draws.
+  const uint64_t blocks =
+      dropout_p > 0.0 && q.dim() == 4 && k.dim() == 4
+          ? static_cast<uint64_t>((q.size(0) * q.size(1) * q.size(2) * k.size(2) + 3) / 4)
+          : 0;
+  auto op = std::make_shared<const FlashAttentionOp>(FlashAttentionParams{scale, is_causal, dropout_p}, bias.defined(),
+                                                     blocks);
   return dispatch(op, std::move(in))[0];
 }
 
@@ -272,7 +296,6 @@ std::string fused_attention_blocker(const Tensor& q, const Tensor& k, const Tens
     return why.str();
   }
   if (q.numel() == 0 || k.numel() == 0 || v.numel() == 0) return "empty operands";
-  if (dropout_p > 0.0) return "dropout (the fused kernel runs without it)";
   const int64_t B = q.size(0), H = q.dim() == 4 ? q.size(1) : 1;
   TensorMeta bias;
   if (mask.defined()) {
@@ -294,12 +317,13 @@ std::string fused_attention_blocker(const Tensor& q, const Tensor& k, const Tens
     std::string cudnn_says;
     const bool backward = is_grad_enabled() && any_requires_grad(q, k, v);
     if (!cuda::flash_attention_supported(meta4(q), meta4(k), meta4(v), mask.defined() ? &bias : nullptr,
-                                         {scale, is_causal}, backward, &cudnn_says))
+                                         {scale, is_causal, dropout_p}, backward, &cudnn_says))
       return "cuDNN does not take it: " + cudnn_says;
   }
 #else
   (void)is_causal;
   (void)scale;
+  (void)dropout_p;
 #endif
   return {};
 }
@@ -317,7 +341,7 @@ std::optional<Tensor> fused_attention(const Tensor& q, const Tensor& k, const Te
   const bool three = q.dim() == 3;
   auto four = [&](const Tensor& t) { return three ? t.unsqueeze(1) : t; };
   const Tensor bias = mask.defined() ? mask4(mask, q.dim()) : Tensor();
-  const Tensor out = flash_attention(four(q), four(k), four(v), bias, scale, is_causal);
+  const Tensor out = flash_attention(four(q), four(k), four(v), bias, scale, is_causal, dropout_p);
   return three ? out.squeeze(1) : out;
 }
 

@@ -34,8 +34,9 @@ class SdpaKernelGuard {
 
 // Why the fused kernel cannot take scaled_dot_product_attention's operands (after autocast), or an
 // empty string when it can: CUDA, float16/bfloat16 q/k/v of 3 or 4 dims sharing their leading
-// dims, head dims multiples of 8 up to 128, no dropout, and a mask (bool or additive, of no
-// gradient) that broadcasts over the heads' scores without adding dims; cuDNN must also build it.
+// dims, head dims multiples of 8 up to 128, and a mask (bool or additive, of no gradient) that
+// broadcasts over the heads' scores without adding dims; cuDNN must also build it (with dropout,
+// cuDNN draws the masks from its own Philox stream, seeded from the global generator).
 std::string fused_attention_blocker(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                                     double dropout_p, bool is_causal, double scale);
 
@@ -47,8 +48,8 @@ std::optional<Tensor> fused_attention(const Tensor& q, const Tensor& k, const Te
 // The fused op: q [B, H, L, D], k [B, H, S, D], v [B, H, S, Dv] of one 16-bit dtype on CUDA, an
 // optional additive bias [B|1, H|1, L, S] of that dtype. Returns O [B, H, L, Dv] (laid out as
 // [B, L, H, Dv]); its backward is the op flash_attention_backward, which reads the float32
-// logsumexp [B, H, L, 1] that the forward saves (no L x S buffer anywhere).
+// logsumexp [B, H, L, 1] and the Philox state that the forward saves (no L x S buffer anywhere).
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, double scale,
-                       bool is_causal);
+                       bool is_causal, double dropout_p = 0.0);
 
 }  // namespace tg

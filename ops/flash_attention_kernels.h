@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "ops/random.h"
 #include "tensor/shape.h"
 
 #include "tensor/tensor.h"
@@ -11,11 +12,12 @@
 
 namespace tg {
 
-// What a fused attention call computes besides its operands: the scale of q k^T and the causal
-// mask (col > row masked, aligned at the top left as PyTorch's is_causal).
+// What a fused attention call computes besides its operands: the scale of q k^T, the causal mask
+// (col > row masked, aligned at the top left as PyTorch's is_causal) and the dropout probability.
 struct FlashAttentionParams {
   double scale = 1.0;
   bool causal = false;
+  double dropout_p = 0.0;
 };
 
 // Strides of [B, H, T, D] laid out as [B, T, H, D]: the layout the fused ops write their outputs
@@ -35,15 +37,21 @@ namespace cuda {
 bool flash_attention_supported(const TensorMeta& q, const TensorMeta& k, const TensorMeta& v, const TensorMeta* bias,
                                const FlashAttentionParams& p, bool backward, std::string* why);
 
-// O [B, H, L, Dv] and the float32 logsumexp of each score row, stats [B, H, L, 1].
+// O [B, H, L, Dv] and the float32 logsumexp of each score row, stats [B, H, L, 1]. With dropout,
+// `rng` (int64 [2] on the device: seed, offset) holds cuDNN's Philox seed and offset.
 void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
-                             const FlashAttentionParams& p, const Tensor& o, const Tensor& stats);
+                             const FlashAttentionParams& p, const Tensor& rng, const Tensor& o, const Tensor& stats);
 
-// dq, dk, dv from the forward's operands, its output o and stats, and the output's gradient do_
-// (laid out as o).
+// dq, dk, dv from the forward's operands, its output o and stats, the output's gradient do_
+// (laid out as o) and, with dropout, the forward's rng.
 void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& do_,
-                              const Tensor& stats, const Tensor& bias, const FlashAttentionParams& p,
-                              const Tensor& dq, const Tensor& dk, const Tensor& dv);
+                              const Tensor& stats, const Tensor& bias, const Tensor& rng,
+                              const FlashAttentionParams& p, const Tensor& dq, const Tensor& dk, const Tensor& dv);
+
+// Writes `state` (seed, offset) into rng (int64 [2] on the device) with one tiny kernel. Inside a
+// CUDA graph being recorded, the kernel reads the replay's seed and offset shift instead, so every
+// replay draws fresh dropout masks; `blocks` Philox blocks are noted as drawn.
+void write_philox_state(const Tensor& rng, PhiloxState state, uint64_t blocks);
 
 }  // namespace cuda
 #endif

@@ -1,7 +1,8 @@
 // Fused attention (cuDNN's flash attention): values and gradients of the fused kernel against a
 // float32 composition of the same 16-bit operands, for causal and full attention, additive and
 // bool masks, head dims 64/80/128, sequence lengths off the tile size and batch x heads from 1 to
-// 2048; compiled (cudagraphs) against eager; where scaled_dot_product_attention falls back to the
+// 2048; dropout (its statistics, and the backward dropping what the forward dropped, eager and
+// under CUDA graph replays); compiled (cudagraphs) against eager; where scaled_dot_product_attention falls back to the
 // composed path; and errors for bad operands. The dispatch tests run without a GPU (on the CPU and
 // on fake CUDA tensors); the rest skip without one.
 #include <gtest/gtest.h>
@@ -84,7 +85,7 @@ TEST(FlashAttentionDispatch, StaticRulesNameWhatTheFusedKernelCannotTake) {
                   "head dims must be multiples of 8 up to 128, got 60 and 60"));
   EXPECT_TRUE(has(blocker(fake_cuda({2, 4, 7, 256}), fake_cuda({2, 4, 9, 256}), fake_cuda({2, 4, 9, 256})),
                   "up to 128"));
-  EXPECT_TRUE(has(blocker(q, k, v, Tensor(), 0.1), "dropout"));
+  EXPECT_EQ(blocker(q, k, v, Tensor(), 0.1), "");  // dropout runs in the fused kernel
   EXPECT_TRUE(has(blocker(q, k, v, fake_cuda({77, 200}, kFloat32)), "a mask of dtype float32"));
   EXPECT_TRUE(has(blocker(q, k, v, fake_cuda({77, 200}, kBFloat16, true)), "a mask that requires grad"));
   EXPECT_TRUE(has(blocker(q, k, v, fake_cuda({3, 2, 4, 77, 200}, kBool)), "a mask of 5 dims"));
@@ -325,7 +326,7 @@ TEST(FlashAttentionCuda, AutoFallsBackWhereTheFusedKernelDoesNotApply) {
   EXPECT_NE(fused_attention_blocker(f[0], f[1], f[2], Tensor(), 0.0, false, 0.125), "");
   const TensorList d = qkv(kBFloat16, 36);
   EXPECT_NE(fused_attention_blocker(d[0], d[1], d[2], Tensor(), 0.0, false, 0.125), "");
-  EXPECT_NE(fused_attention_blocker(h[0], h[1], h[2], Tensor(), 0.2, false, 0.125), "");
+  EXPECT_EQ(fused_attention_blocker(h[0], h[1], h[2], Tensor(), 0.2, false, 0.125), "");  // cuDNN's dropout
   // The fallbacks compute what the composed path computes.
   for (const TensorList* in : {&f, &d}) {
     Tensor a = scaled_dot_product_attention((*in)[0], (*in)[1], (*in)[2]);
@@ -401,6 +402,77 @@ TEST(FlashAttentionCuda, CompiledWithCudagraphsMatchesEager) {
   std::string skips;
   for (const auto& [reason, n] : c.cudagraph_skips) skips += reason + " x" + std::to_string(n) + "; ";
   EXPECT_EQ(skips, "");
+}
+
+// Dropout in the fused kernel (cuDNN's Philox masks). With v the identity (S = Dv), O is the
+// dropped, rescaled probability matrix itself: its zeros are the dropped entries (about p of
+// them), its other entries are softmax / (1 - p), and the backward must drop the same entries:
+// dV = O^T dO exactly as the forward's O says.
+TEST(FlashAttentionCuda, DropoutDropsAboutPAndTheBackwardDropsTheSameEntries) {
+  TG_REQUIRE_CUDA();
+  manual_seed(19);
+  const Device dev = cuda_device();
+  constexpr int64_t B = 2, H = 2, L = 100, S = 64;
+  constexpr double p = 0.3;
+  const Tensor idx = arange(S, {.device = dev});
+  const Tensor eye = eq(idx.view({S, 1}), idx.view({1, S})).to(kBFloat16);
+  const Tensor q0 = randn({B, H, L, S}, {.device = dev}).to(kBFloat16);
+  const Tensor k0 = randn({B, H, S, S}, {.device = dev}).to(kBFloat16);
+  Tensor q = q0.detach().requires_grad_(true), k = k0.detach().requires_grad_(true);
+  Tensor v = eye.expand({B, H, S, S}).contiguous().requires_grad_(true);
+  Tensor o;
+  {
+    SdpaKernelGuard on(SdpaKernel::kFused);
+    o = scaled_dot_product_attention(q, k, v, Tensor(), p);
+  }
+  const Tensor dout = randn({B, H, L, S}, {.device = dev}).to(kBFloat16);
+  o.backward(dout);
+  const Tensor of = o.to(kFloat32);
+  const double dropped = mean(eq(of, 0.0).to(kFloat32)).item<float>();
+  EXPECT_NEAR(dropped, p, 0.02);
+  Tensor probs;
+  {
+    SdpaKernelGuard off(SdpaKernel::kComposed);
+    probs = scaled_dot_product_attention(q0.to(kFloat32), k0.to(kFloat32), eye.to(kFloat32).expand({B, H, S, S}));
+  }
+  const Tensor kept = ne(of, 0.0);
+  expect_near_ref(where(kept, of * (1.0 - p), of), where(kept, probs, of), 2e-2, 2e-3, "kept entries");
+  expect_near_ref(v.grad(), matmul(of.transpose(-2, -1), dout.to(kFloat32)), 3e-2, 3e-2, "dv against O^T dO");
+  // The same seed draws the same masks; the next call draws new ones.
+  auto run = [&] {
+    SdpaKernelGuard on(SdpaKernel::kFused);
+    return scaled_dot_product_attention(q0, k0, eye.expand({B, H, S, S}).contiguous(), Tensor(), p).to(kFloat32);
+  };
+  manual_seed(5);
+  const Tensor a = run();
+  const Tensor b = run();
+  manual_seed(5);
+  const Tensor a2 = run();
+  EXPECT_TRUE(equal(eq(a, 0.0), eq(a2, 0.0)));
+  EXPECT_FALSE(equal(eq(a, 0.0), eq(b, 0.0)));
+}
+
+// Compiled with cudagraphs, every replay draws fresh dropout masks.
+TEST(FlashAttentionCuda, DropoutUnderCudagraphsDrawsFreshMasksEachReplay) {
+  TG_REQUIRE_CUDA();
+  manual_seed(20);
+  const Device dev = cuda_device();
+  const Tensor q = randn({2, 4, 77, 64}, {.device = dev}).to(kBFloat16).requires_grad_(true);
+  const Tensor k = randn({2, 4, 77, 64}, {.device = dev}).to(kBFloat16);
+  auto fn = compile([](const Tensor& a, const Tensor& b) {
+    const Tensor o = scaled_dot_product_attention(a, b, b, Tensor(), 0.5, true);
+    return std::make_tuple(o.to(kFloat32).sum(), o.to(kFloat32));
+  }, kCudagraphs);
+  TensorList outs;
+  for (int i = 0; i < 4; ++i) {
+    auto [loss, o] = fn(q, k);
+    loss.backward();
+    outs.push_back(o.clone());
+    EXPECT_TRUE(std::isfinite(q.grad().to(kFloat32).abs().sum().item<float>()));
+  }
+  EXPECT_EQ(fn.counters().forward_ops.count("flash_attention"), 1u);
+  EXPECT_GE(fn.counters().replays, 2);
+  for (size_t i = 1; i < outs.size(); ++i) EXPECT_FALSE(equal(outs[i], outs[i - 1])) << i;
 }
 
 // MultiheadAttention under autocast: the fused and composed paths agree on outputs and gradients,

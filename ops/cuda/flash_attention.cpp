@@ -27,7 +27,7 @@ namespace {
 namespace fe = cudnn_frontend;
 
 // Tensor ids of the variant packs.
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kBias, kDO, kDQ, kDK, kDV };
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kBias, kDO, kDQ, kDK, kDV, kSeed, kOffset };
 
 // A built graph and its workspace, or why cuDNN would not build it.
 struct Built {
@@ -72,7 +72,7 @@ std::string cache_key(const char* direction, const TensorMeta& q, const TensorMe
   uint32_t bits = 0;
   std::memcpy(&bits, &scale, sizeof bits);
   s << direction << '|' << q.device.index << '|' << dtype_name(q.dtype) << '|' << (p.causal ? "causal" : "full")
-    << '|' << bits << '|';
+    << '|' << bits << '|' << p.dropout_p << '|';
   key_part(s, q);
   key_part(s, k);
   key_part(s, v);
@@ -125,6 +125,17 @@ void set_mask(fe::graph::Graph& g, Attrs& a, const TensorMeta* bias, const Flash
   a.set_attn_scale(static_cast<float>(p.scale));
   if (p.causal) a.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
   if (bias != nullptr) a.set_bias(tensor(g, "bias", kBias, *bias));
+  if (p.dropout_p > 0.0) {
+    auto scalar = [&](const char* name, Uid uid) {
+      return g.tensor(fe::graph::Tensor_attributes()
+                          .set_name(name)
+                          .set_uid(uid)
+                          .set_dim({1, 1, 1, 1})
+                          .set_stride({1, 1, 1, 1})
+                          .set_data_type(fe::DataType_t::INT64));
+    };
+    a.set_dropout(static_cast<float>(p.dropout_p), scalar("seed", kSeed), scalar("offset", kOffset));
+  }
 }
 
 TensorMeta stats_meta(const TensorMeta& q) {
@@ -198,6 +209,14 @@ const TensorMeta* bias_meta(const Tensor& bias, TensorMeta& storage) {
   return &storage;
 }
 
+void add_rng(std::unordered_map<int64_t, void*>& pack, const Tensor& rng, const FlashAttentionParams& p) {
+  if (p.dropout_p <= 0.0) return;
+  TG_CHECK(rng.defined() && rng.dtype() == kInt64 && rng.numel() == 2, "[flash_attention] internal error: dropout ",
+           "without its Philox state");
+  pack.emplace(kSeed, rng.raw_data());
+  pack.emplace(kOffset, static_cast<int64_t*>(rng.raw_data()) + 1);
+}
+
 }  // namespace
 
 bool flash_attention_supported(const TensorMeta& q, const TensorMeta& k, const TensorMeta& v, const TensorMeta* bias,
@@ -213,7 +232,7 @@ bool flash_attention_supported(const TensorMeta& q, const TensorMeta& k, const T
 }
 
 void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
-                             const FlashAttentionParams& p, const Tensor& o, const Tensor& stats) {
+                             const FlashAttentionParams& p, const Tensor& rng, const Tensor& o, const Tensor& stats) {
   DeviceGuard guard(q.device().index);
   TensorMeta bm;
   const auto b = forward_graph(meta_of(q), meta_of(k), meta_of(v), bias_meta(bias, bm), p);
@@ -221,12 +240,13 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
   std::unordered_map<int64_t, void*> pack{{kQ, q.raw_data()}, {kK, k.raw_data()},   {kV, v.raw_data()},
                                          {kO, o.raw_data()}, {kStats, stats.raw_data()}};
   if (bias.defined()) pack.emplace(kBias, bias.raw_data());
+  add_rng(pack, rng, p);
   execute(*b, pack, q.device(), "flash_attention");
 }
 
 void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& do_,
-                              const Tensor& stats, const Tensor& bias, const FlashAttentionParams& p,
-                              const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+                              const Tensor& stats, const Tensor& bias, const Tensor& rng,
+                              const FlashAttentionParams& p, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
   DeviceGuard guard(q.device().index);
   TensorMeta bm;
   const auto b = backward_graph(meta_of(q), meta_of(k), meta_of(v), bias_meta(bias, bm), p);
@@ -235,6 +255,7 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                          {kO, o.raw_data()},   {kDO, do_.raw_data()},    {kStats, stats.raw_data()},
                                          {kDQ, dq.raw_data()}, {kDK, dk.raw_data()},     {kDV, dv.raw_data()}};
   if (bias.defined()) pack.emplace(kBias, bias.raw_data());
+  add_rng(pack, rng, p);
   execute(*b, pack, q.device(), "flash_attention_backward");
 }
 
