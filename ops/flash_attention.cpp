@@ -299,6 +299,7 @@ std::string fused_attention_blocker(const Tensor& q, const Tensor& k, const Tens
   const int64_t B = q.size(0), H = q.dim() == 4 ? q.size(1) : 1;
   TensorMeta bias;
   if (mask.defined()) {
+    if (mask.device() != q.device()) return "a mask on " + mask.device().str();
     if (mask.dtype() != kBool && mask.dtype() != q.dtype())
       return std::string("a mask of dtype ") + std::string(dtype_name(mask.dtype()));
     if (mask.requires_grad()) return "a mask that requires grad";

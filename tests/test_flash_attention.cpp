@@ -87,6 +87,7 @@ TEST(FlashAttentionDispatch, StaticRulesNameWhatTheFusedKernelCannotTake) {
                   "up to 128"));
   EXPECT_EQ(blocker(q, k, v, Tensor(), 0.1), "");  // dropout runs in the fused kernel
   EXPECT_TRUE(has(blocker(q, k, v, fake_cuda({77, 200}, kFloat32)), "a mask of dtype float32"));
+  EXPECT_TRUE(has(blocker(q, k, v, graphs::fake_tensor({77, 200}, kBool, kCPU)), "a mask on cpu"));
   EXPECT_TRUE(has(blocker(q, k, v, fake_cuda({77, 200}, kBFloat16, true)), "a mask that requires grad"));
   EXPECT_TRUE(has(blocker(q, k, v, fake_cuda({3, 2, 4, 77, 200}, kBool)), "a mask of 5 dims"));
   EXPECT_TRUE(has(blocker(q, k, v, fake_cuda({2, 4, 77, 100}, kBool)), "does not broadcast"));
