@@ -15,6 +15,7 @@
 #include "io/safetensors.h"
 #include "nn/nn.h"
 #include "ops/attention.h"
+#include "ops/flash_attention.h"
 #include "ops/autocast.h"
 #include "ops/binary.h"
 #include "ops/compare.h"

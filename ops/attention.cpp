@@ -1,5 +1,6 @@
-// SDPA as PyTorch's math reference path: scores by a batched matmul, masks, softmax, dropout,
-// and a second matmul. Each piece traces, captures and differentiates as its own op.
+// SDPA: the fused kernel where fused_attention() takes the operands; otherwise PyTorch's math
+// reference path: scores by a batched matmul, masks, softmax, dropout, and a second matmul. Each
+// piece traces, captures and differentiates as its own op.
 #include "ops/attention.h"
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "ops/copy.h"
 #include "ops/dropout.h"
 #include "ops/factory.h"
+#include "ops/flash_attention.h"
 #include "ops/masking.h"
 #include "ops/matmul.h"
 #include "ops/softmax.h"
@@ -42,6 +44,9 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   TG_CHECK(dropout_p >= 0.0 && dropout_p < 1.0, "[", op, "] dropout_p must be in [0, 1), got ", dropout_p);
   TG_CHECK(!(is_causal && attn_mask.defined()), "[", op,
            "] _scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True");
+  const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  // The fused kernel (cuDNN's flash attention) where it applies; see ops/flash_attention.h.
+  if (std::optional<Tensor> fused = fused_attention(q, k, v, attn_mask, dropout_p, is_causal, s)) return *fused;
   if (is_low_precision(q.dtype())) {
     // PyTorch's attention kernels take 16-bit operands and compute in float32; composed in 16
     // bits, the scores and the gradients through them overflow float16 (NaN gradients where
@@ -56,7 +61,6 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     return to(out, out.device(), q.dtype());
   }
   const int64_t L = q.size(-2), S = k.size(-2);
-  const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   Tensor scores = mul(matmul(q, transpose(k, -2, -1)), Scalar(s));
   const Tensor neg_inf =
       scalar_tensor(-std::numeric_limits<double>::infinity(), {.dtype = scores.dtype(), .device = scores.device()});
