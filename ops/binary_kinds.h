@@ -38,7 +38,7 @@ enum class BinaryRole : uint8_t { Arithmetic, FusedGradient };
 struct BinaryInfo {
   const char* name;          // schema name (also the dtype dispatch's error prefix)
   const char* inplace_name;  // the in-place form's schema name, "" where there is none
-  const char* functor;       // the functor template in ops/functors.h
+  const char* functor;       // the functor template in ops/elementwise_math.h
   EwDomain domain;
   EwParamKind params;
   BinaryRole role;

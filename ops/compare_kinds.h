@@ -25,7 +25,7 @@ inline constexpr int kCompareKinds = 0 TG_COMPARE_KINDS(TG_KIND_COUNT);
 // A row of the list as data.
 struct CompareInfo {
   const char* name;     // schema name (also the dtype dispatch's error prefix)
-  const char* functor;  // the functor template in ops/functors.h
+  const char* functor;  // the functor template in ops/elementwise_math.h
 };
 
 #define TG_COMPARE_INFO(K, NAME, FN) CompareInfo{NAME, #FN},

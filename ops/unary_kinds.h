@@ -1,6 +1,6 @@
 // The unary family, one row per kind. UnaryKind, the schemas, the dtype rules, what the gradient
 // saves, the functor each backend launches and the name the fused-kernel generator calls are all
-// generated from this list; adding a kind adds a row here, its functor (ops/functors.h)
+// generated from this list; adding a kind adds a row here, its functor (ops/elementwise_math.h)
 // and its gradient (ops/unary.cpp).
 #pragma once
 
@@ -43,7 +43,7 @@ enum class UnarySaves : uint8_t { Nothing, Input, Output };
 // A row of the list as data.
 struct UnaryInfo {
   const char* name;     // schema name (also the dtype dispatch's error prefix)
-  const char* functor;  // the functor template in ops/functors.h
+  const char* functor;  // the functor template in ops/elementwise_math.h
   EwDomain domain;
   EwParamKind params;
   UnarySaves saves;

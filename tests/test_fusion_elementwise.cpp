@@ -296,8 +296,8 @@ TEST(FusedKernelSource, CoversEveryFamilyAndBakesConstantsExactly) {
   const TracedGroup g = trace_group(all_families, {cuda_fake({6, 7}), cuda_fake({7}), cuda_fake({6, 1}, kInt64)});
   ASSERT_NE(g.op, nullptr);
   const std::string src = fused_kernel_source(g.op->program(), fused_geometry(g.output, g.inputs));
-  for (const char* piece : {"extern \"C\" __global__ void tg_fused_elementwise(const TgFusedArgs a)", "tg_gelu_tanh(",
-                            "tg_threshold_backward(", "tg_clamp(", "tg_powf(", "(0x1.99999ap-4f)", "__int_as_float",
+  for (const char* piece : {"extern \"C\" __global__ void tg_fused_elementwise(const TgFusedArgs a)", "ew::GeluTanhFn<float>{}(",
+                            "ew::ThresholdBackwardFn<float>{}(", "ew::ClampFn<float>{", "ew::PowFn<float>{", "(0x1.99999ap-4f)", "__int_as_float",
                             "const long long* in2", "a.strides_in", "a.out[i]"})
     EXPECT_NE(src.find(piece), std::string::npos) << piece << " not in\n" << src;
 }
@@ -321,7 +321,7 @@ TEST(FusedKernelSource, SixteenBitFloatsComputeInFloatAndRoundEachStep) {
   // The cast comes first (in0, the float16 input), then add(in1, in2) and sigmoid.
   for (const char* piece : {"unsigned short* out", "const float in0 = tg_from_f16(a.in0[i])",
                             "const float in1 = tg_from_bf16(a.in1[i])", "t0 = tg_round_bf16(in0)",
-                            "tg_round_bf16((in1 + in2))", "tg_round_bf16(tg_sigmoid(t1))", "a.out[i] = tg_to_bf16(t3)"})
+                            "tg_round_bf16(ew::AddFn<float>{(0x1p+0f)}(in1, in2))", "tg_round_bf16(ew::SigmoidFn<float>{}(t1))", "a.out[i] = tg_to_bf16(t3)"})
     EXPECT_NE(src.find(piece), std::string::npos) << piece << " not in\n" << src;
 }
 
