@@ -226,6 +226,10 @@ struct CosFn {
   TG_HD T operator()(T a) const { return m_cos(a); }
 };
 template <typename T>
+struct ErfFn {
+  TG_HD T operator()(T a) const { return m_erf(a); }
+};
+template <typename T>
 struct TanhFn {
   TG_HD T operator()(T a) const { return m_tanh(a); }
 };

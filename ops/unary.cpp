@@ -1,4 +1,4 @@
-// Elementwise functions of one tensor: neg, abs, sgn, exp, log, sin, cos, tanh, sigmoid, relu, gelu,
+// Elementwise functions of one tensor: neg, abs, sgn, exp, log, sin, cos, erf, tanh, sigmoid, relu, gelu,
 // silu, softplus, sqrt, rsqrt, trunc, pow with a scalar exponent, clamp, and the in-place trunc_ and
 // clamp_. (clamp with tensor bounds lives in ops/clamp_tensor.cpp.)
 #include "ops/unary.h"
@@ -150,6 +150,10 @@ class UnaryOp final : public Op {
       case UnaryKind::Log: return div(g, ctx.input(0));
       case UnaryKind::Sin: return mul(g, cos(ctx.input(0)));
       case UnaryKind::Cos: return mul(g, neg(sin(ctx.input(0))));
+      case UnaryKind::Erf: {  // 2/sqrt(pi) exp(-x^2), in PyTorch's order of operations
+        const Tensor x = ctx.input(0);
+        return mul(mul(exp(neg(mul(x, x))), 1.12837916709551257390), g);  // 2/sqrt(pi)
+      }
       case UnaryKind::Tanh: return tanh_backward(g, ctx.output(0));
       case UnaryKind::Sigmoid: return sigmoid_backward(g, ctx.output(0));
       case UnaryKind::Relu: return threshold_backward(g, ctx.output(0));
@@ -207,6 +211,7 @@ Tensor exp(const Tensor& x) { return unary(UnaryKind::Exp, autocast::to_float(x,
 Tensor log(const Tensor& x) { return unary(UnaryKind::Log, autocast::to_float(x, autocast::kCudaList)); }
 Tensor sin(const Tensor& x) { return unary(UnaryKind::Sin, x); }
 Tensor cos(const Tensor& x) { return unary(UnaryKind::Cos, x); }
+Tensor erf(const Tensor& x) { return unary(UnaryKind::Erf, x); }
 Tensor tanh(const Tensor& x) { return unary(UnaryKind::Tanh, x); }
 Tensor sigmoid(const Tensor& x) { return unary(UnaryKind::Sigmoid, x); }
 Tensor relu(const Tensor& x) { return unary(UnaryKind::Relu, x); }

@@ -18,6 +18,7 @@
   X(Log, "log", LogFn, FloatLift, None, Input)                  \
   X(Sin, "sin", SinFn, FloatLift, None, Input)                  \
   X(Cos, "cos", CosFn, FloatLift, None, Input)                  \
+  X(Erf, "erf", ErfFn, FloatLift, None, Input)                  \
   X(Tanh, "tanh", TanhFn, FloatLift, None, Output)              \
   X(Sigmoid, "sigmoid", SigmoidFn, FloatLift, None, Output)     \
   X(Relu, "relu", ReluFn, Numeric, None, Output)                \
