@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
@@ -16,6 +18,7 @@
 #include "graphs/testing/parity.h"
 #include "ops/dispatch.h"
 #include "ops/fused_elementwise.h"
+#include "ops/elementwise_math_source.h"
 #include "ops/fused_elementwise_codegen.h"
 #include "support/test_support.h"
 
@@ -300,6 +303,18 @@ TEST(FusedKernelSource, CoversEveryFamilyAndBakesConstantsExactly) {
                             "ew::ThresholdBackwardFn<float>{}(", "ew::ClampFn<float>{", "ew::PowFn<float>{", "(0x1.99999ap-4f)", "__int_as_float",
                             "const long long* in2", "a.strides_in", "a.out[i]"})
     EXPECT_NE(src.find(piece), std::string::npos) << piece << " not in\n" << src;
+}
+
+// The generated kernels carry ops/elementwise_math.h exactly as the eager kernels compile it: the
+// text embedded at build time is the file's, and every kernel holds all of it.
+TEST(FusedKernelSource, EmbedsTheElementwiseMathHeaderAsWritten) {
+  std::ifstream file(std::string(TG_TEST_DATA_DIR) + "/../../ops/elementwise_math.h", std::ios::binary);
+  ASSERT_TRUE(file.good());
+  const std::string header((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(std::string(kElementwiseMathSource), header);
+  const TracedGroup g = trace_group(all_families, {cuda_fake({6, 7}), cuda_fake({7}), cuda_fake({6, 1}, kInt64)});
+  ASSERT_NE(g.op, nullptr);
+  EXPECT_NE(fused_kernel_source(g.op->program(), fused_geometry(g.output, g.inputs)).find(header), std::string::npos);
 }
 
 TEST(FusedKernelSource, ContiguousOperandsIndexLinearly) {
