@@ -1,3 +1,4 @@
+// The CUDA C++ of fused elementwise groups. See Note [Elementwise fusion] in docs/elementwise_fusion.md.
 #include "ops/fused_elementwise_codegen.h"
 
 #include <cmath>
