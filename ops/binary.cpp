@@ -4,6 +4,7 @@
 #include "ops/binary.h"
 
 #include <array>
+#include <iterator>
 #include <cmath>
 
 #include "ops/autocast.h"
@@ -25,21 +26,18 @@ namespace {
 
 constexpr uint32_t kEw = kElementwise;
 
-const OpSchema kOutOfPlace[] = {
-    {"add", kEw},           {"sub", kEw},           {"mul", kEw},
-    {"div", kEw},           {"maximum", kEw},       {"minimum", kEw},
-    {"pow", kEw},
-    {"tanh_backward", kEw}, {"sigmoid_backward", kEw}, {"threshold_backward", kEw},
-    {"gelu_backward", kEw}, {"gelu_backward", kEw},    {"silu_backward", kEw},
-};
-const OpSchema kInPlaceSchemas[] = {
-    {"add_", kEw | kInPlace, 0}, {"sub_", kEw | kInPlace, 0}, {"mul_", kEw | kInPlace, 0}, {"div_", kEw | kInPlace, 0},
-};
+#define TG_BINARY_SCHEMA(K, NAME, ...) OpSchema{NAME, kEw},
+const OpSchema kOutOfPlace[] = {TG_BINARY_KINDS(TG_BINARY_SCHEMA)};
+#undef TG_BINARY_SCHEMA
+// Kinds without an in-place form have an empty name here (never dispatched).
+#define TG_BINARY_SCHEMA(K, NAME, INPLACE, ...) OpSchema{INPLACE, kEw | kInPlace, 0},
+const OpSchema kInPlaceSchemas[] = {TG_BINARY_KINDS(TG_BINARY_SCHEMA)};
+#undef TG_BINARY_SCHEMA
+static_assert(std::size(kOutOfPlace) == kBinaryKinds && std::size(kInPlaceSchemas) == kBinaryKinds,
+              "one schema per BinaryKind");
 const OpSchema kRsub{"rsub", kEw};
 const OpSchema kRdiv{"rdiv", kEw};
 const OpSchema kPowScalarBase{"pow", kEw};
-
-bool is_fused_gradient(BinaryKind k) { return k >= BinaryKind::TanhBackward; }
 
 Scalar negated(const Scalar& s) {
   return s.is_floating() ? Scalar(-s.to_double()) : Scalar(-s.to_int());
@@ -58,7 +56,11 @@ class BinaryOp final : public Op {
       : kind_(kind), inplace_(inplace), side_(side), alpha_(alpha), scalar_(scalar) {}
 
   const OpSchema& schema() const override {
-    if (inplace_) return kInPlaceSchemas[static_cast<int>(kind_)];
+    if (inplace_) {
+      const OpSchema& s = kInPlaceSchemas[static_cast<int>(kind_)];
+      TG_CHECK(!s.name.empty(), "[", binary_info(kind_).name, "] has no in-place form");
+      return s;
+    }
     if (side_ == ScalarSide::Left) return kind_ == BinaryKind::Sub ? kRsub : kind_ == BinaryKind::Pow ? kPowScalarBase : kRdiv;
     return kOutOfPlace[static_cast<int>(kind_)];
   }
@@ -166,7 +168,8 @@ class BinaryOp final : public Op {
 
   // The dtype the functor runs in, from the operands' promoted dtype.
   DType compute_dtype(DType promoted) const {
-    if (kind_ == BinaryKind::Div && !is_floating(promoted)) return kDefaultFloat;  // true division
+    // Div lifts integer operands to float (true division).
+    if (binary_info(kind_).domain == EwDomain::FloatLift && !is_floating(promoted)) return kDefaultFloat;
     return promoted;
   }
 
@@ -181,7 +184,7 @@ class BinaryOp final : public Op {
       TG_CHECK(is_floating(r) || !alpha_.is_floating(), "[", op, "] for integral input tensors, argument alpha must "
                "not be a floating point number.");
     }
-    if (is_fused_gradient(kind_)) {
+    if (binary_info(kind_).domain == EwDomain::Floating) {
       TG_CHECK(is_floating(r), "[", op, "] expected floating point tensors, got ",
                dtype_name(r));
     }
@@ -319,8 +322,6 @@ class BinaryOp final : public Op {
   Scalar alpha_;
   Scalar scalar_;
 };
-
-constexpr int kBinaryKinds = static_cast<int>(BinaryKind::SiluBackward) + 1;
 
 // True for the default alpha (integer 1), the case every op but a scaled add or sub takes.
 bool is_unit_alpha(const Scalar& alpha) { return alpha.kind() == ScalarKind::Integral && alpha.to_int() == 1; }

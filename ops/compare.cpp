@@ -3,6 +3,7 @@
 #include "ops/compare.h"
 
 #include <cmath>
+#include <iterator>
 
 #include "ops/cpu/loops.h"
 #include "ops/dispatch.h"
@@ -19,8 +20,10 @@ namespace tg {
 namespace {
 
 constexpr uint32_t kCmp = kElementwise | kNonDifferentiable;
-// Indexed by CompareKind.
-const OpSchema kSchemas[] = {{"eq", kCmp}, {"ne", kCmp}, {"lt", kCmp}, {"le", kCmp}, {"gt", kCmp}, {"ge", kCmp}};
+#define TG_COMPARE_SCHEMA(K, NAME, FN) OpSchema{NAME, kCmp},
+const OpSchema kSchemas[] = {TG_COMPARE_KINDS(TG_COMPARE_SCHEMA)};
+#undef TG_COMPARE_SCHEMA
+static_assert(std::size(kSchemas) == kCompareKinds, "one schema per CompareKind");
 
 // a <op> b with a and b promoted to their common dtype; b may be a host scalar.
 class CompareOp final : public Op {

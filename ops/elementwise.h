@@ -7,7 +7,10 @@
 #include <initializer_list>
 #include <optional>
 
+#include "ops/binary_kinds.h"
+#include "ops/compare_kinds.h"
 #include "ops/op.h"
+#include "ops/unary_kinds.h"
 
 namespace tg {
 
@@ -93,19 +96,8 @@ Tensor gelu_second_derivative(const Tensor& x, bool tanh_approx);
 Tensor silu_backward(const Tensor& g, const Tensor& x);
 
 // ---- op kinds shared by the CPU loops and CUDA launchers ------------------------------------
+// UnaryKind, BinaryKind and CompareKind come from their lists (ops/*_kinds.h).
 
-// Two-operand arithmetic (and the fused gradients above, which are binary too).
-enum class BinaryKind : uint8_t {
-  Add, Sub, Mul, Div, Maximum, Minimum, Pow,
-  TanhBackward, SigmoidBackward, ThresholdBackward, GeluBackward, GeluTanhBackward, SiluBackward,
-};
-// One-operand functions.
-enum class UnaryKind : uint8_t {
-  Neg, Abs, Sgn, Exp, Log, Sin, Cos, Tanh, Sigmoid, Relu, Gelu, GeluTanh, Sqrt, Rsqrt, Trunc, Pow, Clamp,
-  Silu, Softplus,
-};
-// Comparisons (bool results).
-enum class CompareKind : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
 // Which operand of a binary functor is a host value rather than a tensor.
 enum class ScalarSide : uint8_t { None, Right, Left };
 

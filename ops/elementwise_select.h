@@ -27,39 +27,51 @@ void launch_unbound(const F& f, const EwParams& p, Launch& launch) {
   launch(f);
 }
 
+// The dtype dispatch of each EwDomain (a kind list's domain column pasted onto TG_EW_DISPATCH_).
+#define TG_EW_DISPATCH_All TG_DISPATCH_ALL
+#define TG_EW_DISPATCH_Numeric TG_DISPATCH_NUMERIC
+#define TG_EW_DISPATCH_Floating TG_DISPATCH_FLOATING
+#define TG_EW_DISPATCH_FloatLift TG_DISPATCH_FLOATING
+
+// Functor Fn<T> built from the EwParams fields its kind's list row names.
+template <template <typename> class Fn, EwParamKind P, typename T>
+Fn<T> make_functor(const EwParams& p) {
+  if constexpr (P == EwParamKind::None) {
+    return Fn<T>{};
+  } else if constexpr (P == EwParamKind::Alpha) {
+    return Fn<T>{p.alpha.to<T>()};
+  } else if constexpr (P == EwParamKind::Exponent) {
+    return Fn<T>{p.exponent.to<T>()};
+  } else if constexpr (P == EwParamKind::Clamp) {
+    return Fn<T>{p.lo ? p.lo->to<T>() : T(0), p.hi ? p.hi->to<T>() : T(0), p.lo.has_value(), p.hi.has_value()};
+  } else {
+    static_assert(P == EwParamKind::Softplus);
+    using C = acc_type<T>;
+    return Fn<T>{p.beta.to<C>(), p.threshold.to<C>()};
+  }
+}
+
+// Launches a binary kind's functor: arithmetic may have a host scalar bound, fused gradients not.
+template <BinaryKind K, typename F, typename Launch>
+void launch_binary_functor(const F& f, const EwParams& p, Launch& launch) {
+  if constexpr (is_fused_gradient(K)) {
+    launch_unbound(f, p, launch);
+  } else {
+    launch_bound(f, p, launch);
+  }
+}
+
 // Binary arithmetic at compute dtype `t` (the output dtype unless the op writes in place).
 template <typename Launch>
 void visit_binary(BinaryKind kind, DType t, const EwParams& p, Launch&& launch) {
   switch (kind) {
-    case BinaryKind::Add:
-      return TG_DISPATCH_ALL(t, "add", [&] { launch_bound(AddFn<scalar_t>{p.alpha.to<scalar_t>()}, p, launch); });
-    case BinaryKind::Sub:
-      return TG_DISPATCH_NUMERIC(t, "sub", [&] { launch_bound(SubFn<scalar_t>{p.alpha.to<scalar_t>()}, p, launch); });
-    case BinaryKind::Mul:
-      return TG_DISPATCH_ALL(t, "mul", [&] { launch_bound(MulFn<scalar_t>{}, p, launch); });
-    case BinaryKind::Div:
-      return TG_DISPATCH_FLOATING(t, "div", [&] { launch_bound(DivFn<scalar_t>{}, p, launch); });
-    case BinaryKind::Maximum:
-      return TG_DISPATCH_ALL(t, "maximum", [&] { launch_bound(MaximumFn<scalar_t>{}, p, launch); });
-    case BinaryKind::Minimum:
-      return TG_DISPATCH_ALL(t, "minimum", [&] { launch_bound(MinimumFn<scalar_t>{}, p, launch); });
-    case BinaryKind::Pow:
-      return TG_DISPATCH_NUMERIC(t, "pow", [&] { launch_bound(PowTensorFn<scalar_t>{}, p, launch); });
-    case BinaryKind::TanhBackward:
-      return TG_DISPATCH_FLOATING(t, "tanh_backward", [&] { launch_unbound(TanhBackwardFn<scalar_t>{}, p, launch); });
-    case BinaryKind::SigmoidBackward:
-      return TG_DISPATCH_FLOATING(t, "sigmoid_backward",
-                                  [&] { launch_unbound(SigmoidBackwardFn<scalar_t>{}, p, launch); });
-    case BinaryKind::ThresholdBackward:
-      return TG_DISPATCH_FLOATING(t, "threshold_backward",
-                                  [&] { launch_unbound(ThresholdBackwardFn<scalar_t>{}, p, launch); });
-    case BinaryKind::GeluBackward:
-      return TG_DISPATCH_FLOATING(t, "gelu_backward", [&] { launch_unbound(GeluBackwardFn<scalar_t>{}, p, launch); });
-    case BinaryKind::GeluTanhBackward:
-      return TG_DISPATCH_FLOATING(t, "gelu_backward",
-                                  [&] { launch_unbound(GeluTanhBackwardFn<scalar_t>{}, p, launch); });
-    case BinaryKind::SiluBackward:
-      return TG_DISPATCH_FLOATING(t, "silu_backward", [&] { launch_unbound(SiluBackwardFn<scalar_t>{}, p, launch); });
+#define TG_EW_CASE(K, NAME, INPLACE, FN, DOMAIN, PARAMS, ROLE)                                     \
+  case BinaryKind::K:                                                                             \
+    return TG_EW_DISPATCH_##DOMAIN(t, NAME, [&] {                                                 \
+      launch_binary_functor<BinaryKind::K>(make_functor<FN, EwParamKind::PARAMS, scalar_t>(p), p, launch); \
+    });
+    TG_BINARY_KINDS(TG_EW_CASE)
+#undef TG_EW_CASE
   }
   TG_FAIL("[elementwise] unknown binary kind ", static_cast<int>(kind));
 }
@@ -68,34 +80,11 @@ void visit_binary(BinaryKind kind, DType t, const EwParams& p, Launch&& launch) 
 template <typename Launch>
 void visit_unary(UnaryKind kind, DType t, const EwParams& p, Launch&& launch) {
   switch (kind) {
-    case UnaryKind::Neg: return TG_DISPATCH_NUMERIC(t, "neg", [&] { launch(NegFn<scalar_t>{}); });
-    case UnaryKind::Abs: return TG_DISPATCH_NUMERIC(t, "abs", [&] { launch(AbsFn<scalar_t>{}); });
-    case UnaryKind::Sgn: return TG_DISPATCH_ALL(t, "sgn", [&] { launch(SgnFn<scalar_t>{}); });
-    case UnaryKind::Exp: return TG_DISPATCH_FLOATING(t, "exp", [&] { launch(ExpFn<scalar_t>{}); });
-    case UnaryKind::Log: return TG_DISPATCH_FLOATING(t, "log", [&] { launch(LogFn<scalar_t>{}); });
-    case UnaryKind::Sin: return TG_DISPATCH_FLOATING(t, "sin", [&] { launch(SinFn<scalar_t>{}); });
-    case UnaryKind::Cos: return TG_DISPATCH_FLOATING(t, "cos", [&] { launch(CosFn<scalar_t>{}); });
-    case UnaryKind::Tanh: return TG_DISPATCH_FLOATING(t, "tanh", [&] { launch(TanhFn<scalar_t>{}); });
-    case UnaryKind::Sigmoid: return TG_DISPATCH_FLOATING(t, "sigmoid", [&] { launch(SigmoidFn<scalar_t>{}); });
-    case UnaryKind::Relu: return TG_DISPATCH_NUMERIC(t, "relu", [&] { launch(ReluFn<scalar_t>{}); });
-    case UnaryKind::Gelu: return TG_DISPATCH_FLOATING(t, "gelu", [&] { launch(GeluFn<scalar_t>{}); });
-    case UnaryKind::GeluTanh: return TG_DISPATCH_FLOATING(t, "gelu", [&] { launch(GeluTanhFn<scalar_t>{}); });
-    case UnaryKind::Sqrt: return TG_DISPATCH_FLOATING(t, "sqrt", [&] { launch(SqrtFn<scalar_t>{}); });
-    case UnaryKind::Rsqrt: return TG_DISPATCH_FLOATING(t, "rsqrt", [&] { launch(RsqrtFn<scalar_t>{}); });
-    case UnaryKind::Trunc: return TG_DISPATCH_NUMERIC(t, "trunc", [&] { launch(TruncFn<scalar_t>{}); });
-    case UnaryKind::Pow:
-      return TG_DISPATCH_NUMERIC(t, "pow", [&] { launch(PowFn<scalar_t>{p.exponent.to<scalar_t>()}); });
-    case UnaryKind::Clamp:
-      return TG_DISPATCH_NUMERIC(t, "clamp", [&] {
-        launch(ClampFn<scalar_t>{p.lo ? p.lo->to<scalar_t>() : scalar_t(0), p.hi ? p.hi->to<scalar_t>() : scalar_t(0),
-                                 p.lo.has_value(), p.hi.has_value()});
-      });
-    case UnaryKind::Silu: return TG_DISPATCH_FLOATING(t, "silu", [&] { launch(SiluFn<scalar_t>{}); });
-    case UnaryKind::Softplus:
-      return TG_DISPATCH_FLOATING(t, "softplus", [&] {
-        using C = acc_type<scalar_t>;
-        launch(SoftplusFn<scalar_t>{p.beta.to<C>(), p.threshold.to<C>()});
-      });
+#define TG_EW_CASE(K, NAME, FN, DOMAIN, PARAMS, SAVES) \
+  case UnaryKind::K:                                  \
+    return TG_EW_DISPATCH_##DOMAIN(t, NAME, [&] { launch(make_functor<FN, EwParamKind::PARAMS, scalar_t>(p)); });
+    TG_UNARY_KINDS(TG_EW_CASE)
+#undef TG_EW_CASE
   }
   TG_FAIL("[elementwise] unknown unary kind ", static_cast<int>(kind));
 }
@@ -104,12 +93,10 @@ void visit_unary(UnaryKind kind, DType t, const EwParams& p, Launch&& launch) {
 template <typename Launch>
 void visit_compare(CompareKind kind, DType t, const EwParams& p, Launch&& launch) {
   switch (kind) {
-    case CompareKind::Eq: return TG_DISPATCH_ALL(t, "eq", [&] { launch_bound(EqFn<scalar_t>{}, p, launch); });
-    case CompareKind::Ne: return TG_DISPATCH_ALL(t, "ne", [&] { launch_bound(NeFn<scalar_t>{}, p, launch); });
-    case CompareKind::Lt: return TG_DISPATCH_ALL(t, "lt", [&] { launch_bound(LtFn<scalar_t>{}, p, launch); });
-    case CompareKind::Le: return TG_DISPATCH_ALL(t, "le", [&] { launch_bound(LeFn<scalar_t>{}, p, launch); });
-    case CompareKind::Gt: return TG_DISPATCH_ALL(t, "gt", [&] { launch_bound(GtFn<scalar_t>{}, p, launch); });
-    case CompareKind::Ge: return TG_DISPATCH_ALL(t, "ge", [&] { launch_bound(GeFn<scalar_t>{}, p, launch); });
+#define TG_EW_CASE(K, NAME, FN) \
+  case CompareKind::K: return TG_DISPATCH_ALL(t, NAME, [&] { launch_bound(FN<scalar_t>{}, p, launch); });
+    TG_COMPARE_KINDS(TG_EW_CASE)
+#undef TG_EW_CASE
   }
   TG_FAIL("[elementwise] unknown comparison kind ", static_cast<int>(kind));
 }

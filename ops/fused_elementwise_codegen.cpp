@@ -1,3 +1,4 @@
+// The CUDA C++ of fused elementwise groups. See Note [Elementwise fusion] in docs/elementwise_fusion.md.
 #include "ops/fused_elementwise_codegen.h"
 
 #include <cmath>
@@ -6,7 +7,7 @@
 #include <limits>
 #include <sstream>
 
-#include "ops/functors.h"
+#include "ops/elementwise_math_source.h"
 
 namespace tg {
 namespace {
@@ -25,15 +26,6 @@ std::string call(const char* name, const std::string& first, const Args&... rest
   std::string s = cat(name, "(", first);
   ((s.append(", "), s.append(rest)), ...);
   s.append(")");
-  return s;
-}
-
-// A decimal that reads back as exactly `v` (finite values).
-std::string exact_decimal(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  std::string s(buf);
-  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
   return s;
 }
 
@@ -81,24 +73,9 @@ std::string scalar_literal(const Scalar& s, DType t) {
   TG_FAIL("[fused_elementwise] no CUDA constant for dtype ", dtype_name(t));
 }
 
-// `s` as a floating dtype `t` holds it, widened to double.
-double floating_value(const Scalar& s, DType t) {
-  switch (t) {
-    case DType::Float16: return static_cast<float>(s.to<Half>());
-    case DType::BFloat16: return static_cast<float>(s.to<BFloat16>());
-    case DType::Float32: return s.to<float>();
-    default: return s.to<double>();
-  }
-}
-
-// Device functions mirroring ops/functors.h, one per functor, in the same arithmetic order so that
-// a fused kernel computes what the separate kernels compute (up to contraction into FMAs).
+// The kernel's prelude: the 16-bit storage conversions, then ops/elementwise_math.h itself, whose
+// functors every step calls, so a fused kernel runs the eager kernels' formulas.
 std::string preamble() {
-  const std::string sqrt1_2 = exact_decimal(ew::kSqrt1_2);
-  const std::string inv_sqrt_2pi = exact_decimal(ew::kInvSqrt2Pi);
-  const std::string sqrt2_over_pi = exact_decimal(ew::kSqrt2OverPi);
-  const std::string coeff = exact_decimal(ew::kGeluCoeff);
-  const std::string coeff3 = exact_decimal(3 * ew::kGeluCoeff);
   std::string s;
   s += "#define TG_D static __device__ __forceinline__\n";
   // 16-bit floats are held as their bits and computed in float; conversions round to nearest even
@@ -110,96 +87,10 @@ TG_D unsigned short tg_to_f16(float f) { unsigned short r; asm("cvt.rn.f16.f32 %
 TG_D float tg_round_bf16(float f) { return tg_from_bf16(tg_to_bf16(f)); }
 TG_D float tg_round_f16(float f) { return tg_from_f16(tg_to_f16(f)); }
 )";
-  // One spelling for float and double math (CUDA's device math library, as the eager kernels use).
-  const char* math[][3] = {{"exp", "expf", "exp"},     {"log", "logf", "log"},       {"sin", "sinf", "sin"},
-                           {"cos", "cosf", "cos"},     {"tanh", "tanhf", "tanh"},    {"erf", "erff", "erf"},
-                           {"sqrt", "sqrtf", "sqrt"},  {"trunc", "truncf", "trunc"}, {"abs", "fabsf", "fabs"},
-                           {"log1p", "log1pf", "log1p"}};
-  for (const auto& m : math) {
-    s += cat("TG_D float tg_", m[0], "(float x) { return ", m[1], "(x); }\n");
-    s += cat("TG_D double tg_", m[0], "(double x) { return ", m[2], "(x); }\n");
-  }
-  s += "TG_D float tg_powf(float x, float y) { return powf(x, y); }\n";
-  s += "TG_D double tg_powf(double x, double y) { return pow(x, y); }\n";
-  s += R"(// Integer forms (floats take the overloads above).
-template <typename T> TG_D T tg_abs(T a) { return a < T(0) ? T(-a) : a; }
-template <typename T> TG_D T tg_trunc(T a) { return a; }
-template <typename T> TG_D T tg_sgn(T a) { return static_cast<T>(static_cast<int>(T(0) < a) - static_cast<int>(a < T(0))); }
-TG_D bool tg_sgn(bool a) { return a; }
-template <typename T> TG_D T tg_sigmoid(T a) { return T(1) / (T(1) + tg_exp(-a)); }
-template <typename T> TG_D T tg_relu(T a) { return a < T(0) ? T(0) : a; }
-template <typename T> TG_D T tg_rsqrt(T a) { return T(1) / tg_sqrt(a); }
-template <typename T> TG_D T tg_ipow(T a, T e) {
-  T result = 1, base = a;
-  for (T n = e; n > 0; n >>= 1) {
-    if (n & 1) result *= base;
-    base *= base;
-  }
-  return result;
-}
-// NaN-propagating for floats (the first operand's NaN wins), as torch.maximum.
-template <typename T> TG_D T tg_maximum(T a, T b) { return a > b ? a : b; }
-template <typename T> TG_D T tg_minimum(T a, T b) { return a < b ? a : b; }
-TG_D float tg_maximum(float a, float b) { if (a != a) return a; return a > b ? a : b; }
-TG_D double tg_maximum(double a, double b) { if (a != a) return a; return a > b ? a : b; }
-TG_D float tg_minimum(float a, float b) { if (a != a) return a; return a < b ? a : b; }
-TG_D double tg_minimum(double a, double b) { if (a != a) return a; return a < b ? a : b; }
-template <typename T> TG_D T tg_clamp_core(T a, T lo, T hi, bool has_lo, bool has_hi) {
-  if (has_lo && a < lo) a = lo;
-  if (has_hi && a > hi) a = hi;
-  return a;
-}
-template <typename T> TG_D T tg_clamp(T a, T lo, T hi, bool has_lo, bool has_hi) {
-  return tg_clamp_core(a, lo, hi, has_lo, has_hi);
-}
-TG_D float tg_clamp(float a, float lo, float hi, bool has_lo, bool has_hi) {
-  if (a != a) return a;
-  return tg_clamp_core(a, lo, hi, has_lo, has_hi);
-}
-TG_D double tg_clamp(double a, double lo, double hi, bool has_lo, bool has_hi) {
-  if (a != a) return a;
-  return tg_clamp_core(a, lo, hi, has_lo, has_hi);
-}
-template <typename T> TG_D T tg_silu(T x) { return x / (T(1) + tg_exp(-x)); }
-template <typename T> TG_D T tg_softplus(T x, T beta, T threshold) {
-  return x * beta > threshold ? x : tg_log1p(tg_exp(x * beta)) / beta;
-}
-template <typename T> TG_D T tg_silu_backward(T g, T x) {
-  const T s = T(1) / (T(1) + tg_exp(-x));
-  return g * s * (T(1) + x * (T(1) - s));
-}
-// pow with a tensor exponent: integers take 0 for negative exponents but for bases 1 and -1.
-template <typename T> TG_D T tg_pow_tensor(T a, T b) {
-  if (b < T(0)) return a == T(1) ? T(1) : a == T(-1) ? ((-b) % T(2) ? T(-1) : T(1)) : T(0);
-  return tg_ipow(a, b);
-}
-TG_D float tg_pow_tensor(float a, float b) { return powf(a, b); }
-TG_D double tg_pow_tensor(double a, double b) { return pow(a, b); }
-template <typename T> TG_D T tg_tanh_backward(T g, T y) { return g * (T(1) - y * y); }
-template <typename T> TG_D T tg_sigmoid_backward(T g, T y) { return g * (T(1) - y) * y; }
-template <typename T> TG_D T tg_threshold_backward(T g, T y) { return y > T(0) ? g : T(0); }
-)";
-  s += cat("template <typename T> TG_D T tg_gelu(T x) { return T(0.5) * x * (T(1) + tg_erf(x * T(", sqrt1_2, "))); }\n");
-  s += cat("template <typename T> TG_D T tg_gelu_tanh(T x) {\n  return T(0.5) * x * (T(1) + tg_tanh(T(", sqrt2_over_pi,
-           ") * (x + T(", coeff, ") * x * x * x)));\n}\n");
-  s += cat("template <typename T> TG_D T tg_gelu_backward(T g, T x) {\n  const T cdf = T(0.5) * (T(1) + tg_erf(x * T(", sqrt1_2,
-           ")));\n  const T pdf = tg_exp(T(-0.5) * x * x) * T(", inv_sqrt_2pi, ");\n  return g * (cdf + x * pdf);\n}\n");
-  s += cat("template <typename T> TG_D T tg_gelu_tanh_backward(T g, T x) {\n  const T x2 = x * x;\n  const T t = tg_tanh(T(",
-           sqrt2_over_pi, ") * (x + T(", coeff, ") * x2 * x));\n  const T dinner = T(", sqrt2_over_pi, ") * (T(1) + T(", coeff3,
-           ") * x2);\n  return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner);\n}\n");
+  s += "// ---- ops/elementwise_math.h ----\n";
+  s += kElementwiseMathSource;
+  s += "// ---- end of ops/elementwise_math.h ----\nnamespace ew = tg::ew;\n\n";
   return s;
-}
-
-// pow(a, e) as PowFn computes it: short forms for 2, 3, 0.5 and -1 on floats, squaring on integers.
-std::string pow_expression(const std::string& a, const Scalar& exponent, DType t) {
-  const std::string e = scalar_literal(exponent, t);
-  if (!is_floating(t)) return call("tg_ipow", a, e);
-  const double v = floating_value(exponent, t);
-  if (v == 2.0) return cat("(", a, " * ", a, ")");
-  if (v == 3.0) return cat("(", a, " * ", a, " * ", a, ")");
-  if (v == 0.5) return call("tg_sqrt", a);
-  if (v == -1.0) return cat("(static_cast<", cuda_type_names(t).compute, ">(1) / ", a, ")");
-  return call("tg_powf", a, e);
 }
 
 // A parameter the eager functor holds in its accumulation type (float for 16-bit dtypes).
@@ -207,64 +98,29 @@ std::string acc_literal(const Scalar& s, DType t) {
   return scalar_literal(s, t == kFloat16 || t == kBFloat16 ? kFloat32 : t);
 }
 
-std::string unary_expression(const PointwiseMath& m, const std::string& a) {
-  const DType t = m.compute;
-  switch (m.unary) {
-    case UnaryKind::Neg: return cat("(-", a, ")");
-    case UnaryKind::Abs: return call("tg_abs", a);
-    case UnaryKind::Sgn: return call("tg_sgn", a);
-    case UnaryKind::Exp: return call("tg_exp", a);
-    case UnaryKind::Log: return call("tg_log", a);
-    case UnaryKind::Sin: return call("tg_sin", a);
-    case UnaryKind::Cos: return call("tg_cos", a);
-    case UnaryKind::Tanh: return call("tg_tanh", a);
-    case UnaryKind::Sigmoid: return call("tg_sigmoid", a);
-    case UnaryKind::Relu: return call("tg_relu", a);
-    case UnaryKind::Gelu: return call("tg_gelu", a);
-    case UnaryKind::GeluTanh: return call("tg_gelu_tanh", a);
-    case UnaryKind::Sqrt: return call("tg_sqrt", a);
-    case UnaryKind::Rsqrt: return call("tg_rsqrt", a);
-    case UnaryKind::Trunc: return call("tg_trunc", a);
-    case UnaryKind::Pow: return pow_expression(a, m.params.exponent, t);
-    case UnaryKind::Clamp: {
-      const EwParams& p = m.params;
-      return call("tg_clamp", a, scalar_literal(p.lo.value_or(Scalar(0)), t), scalar_literal(p.hi.value_or(Scalar(0)), t),
-                  std::string(p.lo ? "true" : "false"), std::string(p.hi ? "true" : "false"));
-    }
-    case UnaryKind::Silu: return call("tg_silu", a);
-    case UnaryKind::Softplus:
-      return call("tg_softplus", a, acc_literal(m.params.beta, t), acc_literal(m.params.threshold, t));
+// The constants a functor is built from, as ew::make_functor builds it from EwParams.
+std::vector<std::string> functor_fields(EwParamKind kind, const EwParams& p, DType t) {
+  switch (kind) {
+    case EwParamKind::None: return {};
+    case EwParamKind::Alpha: return {scalar_literal(p.alpha, t)};
+    case EwParamKind::Exponent: return {scalar_literal(p.exponent, t)};
+    case EwParamKind::Clamp:
+      return {scalar_literal(p.lo.value_or(Scalar(0)), t), scalar_literal(p.hi.value_or(Scalar(0)), t),
+              p.lo ? "true" : "false", p.hi ? "true" : "false"};
+    case EwParamKind::Softplus: return {acc_literal(p.beta, t), acc_literal(p.threshold, t)};
   }
-  TG_FAIL("[fused_elementwise] unknown unary kind ", static_cast<int>(m.unary));
+  TG_FAIL("[fused_elementwise] unknown functor parameters ", static_cast<int>(kind));
 }
 
-std::string binary_expression(const PointwiseMath& m, const std::string& a, const std::string& b) {
-  const DType t = m.compute;
-  const bool unit_alpha = m.params.alpha.to_double() == 1.0;
-  switch (m.binary) {
-    case BinaryKind::Add:
-      if (t == kBool) return cat("(", a, " || (", scalar_literal(m.params.alpha, t), " && ", b, "))");
-      return unit_alpha ? cat("(", a, " + ", b, ")") : cat("(", a, " + ", scalar_literal(m.params.alpha, t), " * ", b, ")");
-    case BinaryKind::Sub:
-      return unit_alpha ? cat("(", a, " - ", b, ")") : cat("(", a, " - ", scalar_literal(m.params.alpha, t), " * ", b, ")");
-    case BinaryKind::Mul: return t == kBool ? cat("(", a, " && ", b, ")") : cat("(", a, " * ", b, ")");
-    case BinaryKind::Div: return cat("(", a, " / ", b, ")");
-    case BinaryKind::Maximum: return call("tg_maximum", a, b);
-    case BinaryKind::Minimum: return call("tg_minimum", a, b);
-    case BinaryKind::Pow: return call("tg_pow_tensor", a, b);
-    case BinaryKind::TanhBackward: return call("tg_tanh_backward", a, b);
-    case BinaryKind::SigmoidBackward: return call("tg_sigmoid_backward", a, b);
-    case BinaryKind::ThresholdBackward: return call("tg_threshold_backward", a, b);
-    case BinaryKind::GeluBackward: return call("tg_gelu_backward", a, b);
-    case BinaryKind::GeluTanhBackward: return call("tg_gelu_tanh_backward", a, b);
-    case BinaryKind::SiluBackward: return call("tg_silu_backward", a, b);
-  }
-  TG_FAIL("[fused_elementwise] unknown binary kind ", static_cast<int>(m.binary));
-}
-
-std::string compare_expression(CompareKind k, const std::string& a, const std::string& b) {
-  static const char* const ops[] = {"==", "!=", "<", "<=", ">", ">="};
-  return cat("(", a, " ", ops[static_cast<int>(k)], " ", b, ")");
+// ew::Fn<T>{fields}(operands): the functor the eager kernels run, at the step's compute type.
+std::string functor_call(const char* functor, DType t, const std::vector<std::string>& fields,
+                         const std::vector<std::string>& operands) {
+  std::string s = cat("ew::", functor, "<", cuda_type_names(t).compute, ">{");
+  for (size_t i = 0; i < fields.size(); ++i) s.append(i ? ", " : "").append(fields[i]);
+  s.append("}(");
+  for (size_t i = 0; i < operands.size(); ++i) s.append(i ? ", " : "").append(operands[i]);
+  s.append(")");
+  return s;
 }
 
 // Two operands of a functor, one of which may be the op's bound host scalar.
@@ -277,11 +133,21 @@ void bind_scalar(const PointwiseMath& m, std::vector<std::string>& args) {
 
 // The value of one step, from its operands already converted to the functor's types.
 std::string step_expression(const PointwiseMath& m, std::vector<std::string> args) {
+  const DType t = m.compute;
   switch (m.family) {
-    case PointwiseFamily::Unary: return unary_expression(m, args.at(0));
-    case PointwiseFamily::Binary: bind_scalar(m, args); return binary_expression(m, args.at(0), args.at(1));
-    case PointwiseFamily::Compare: bind_scalar(m, args); return compare_expression(m.compare, args.at(0), args.at(1));
-    case PointwiseFamily::Where: return cat("(", args.at(0), " ? ", args.at(1), " : ", args.at(2), ")");
+    case PointwiseFamily::Unary: {
+      const UnaryInfo& u = unary_info(m.unary);
+      return functor_call(u.functor, t, functor_fields(u.params, m.params, t), {args.at(0)});
+    }
+    case PointwiseFamily::Binary: {
+      const BinaryInfo& b = binary_info(m.binary);
+      bind_scalar(m, args);
+      return functor_call(b.functor, t, functor_fields(b.params, m.params, t), {args.at(0), args.at(1)});
+    }
+    case PointwiseFamily::Compare:
+      bind_scalar(m, args);
+      return functor_call(compare_info(m.compare).functor, t, {}, {args.at(0), args.at(1)});
+    case PointwiseFamily::Where: return functor_call("WhereFn", t, {}, {args.at(0), args.at(1), args.at(2)});
     case PointwiseFamily::Convert: return args.at(0);
   }
   TG_FAIL("[fused_elementwise] unknown pointwise family ", static_cast<int>(m.family));

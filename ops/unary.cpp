@@ -1,7 +1,9 @@
-// Elementwise functions of one tensor: neg, abs, sgn, exp, log, sin, cos, tanh, sigmoid, relu, gelu,
+// Elementwise functions of one tensor: neg, abs, sgn, exp, log, sin, cos, erf, tanh, sigmoid, relu, gelu,
 // silu, softplus, sqrt, rsqrt, trunc, pow with a scalar exponent, clamp, and the in-place trunc_ and
 // clamp_. (clamp with tensor bounds lives in ops/clamp_tensor.cpp.)
 #include "ops/unary.h"
+
+#include <iterator>
 
 #include "ops/autocast.h"
 #include "ops/binary.h"
@@ -22,30 +24,12 @@ namespace {
 
 constexpr uint32_t kEw = kElementwise;
 
-// Indexed by UnaryKind.
-const OpSchema kSchemas[] = {
-    {"neg", kEw},  {"abs", kEw},     {"sgn", kEw},     {"exp", kEw},  {"log", kEw},  {"sin", kEw},
-    {"cos", kEw},  {"tanh", kEw},    {"sigmoid", kEw}, {"relu", kEw}, {"gelu", kEw}, {"gelu", kEw},
-    {"sqrt", kEw}, {"rsqrt", kEw},   {"trunc", kEw},   {"pow", kEw},  {"clamp", kEw}, {"silu", kEw},
-    {"softplus", kEw},
-};
+#define TG_UNARY_SCHEMA(K, NAME, ...) OpSchema{NAME, kEw},
+const OpSchema kSchemas[] = {TG_UNARY_KINDS(TG_UNARY_SCHEMA)};
+#undef TG_UNARY_SCHEMA
+static_assert(std::size(kSchemas) == kUnaryKinds, "one schema per UnaryKind");
 const OpSchema kTruncInPlace{"trunc_", kEw | kInPlace, 0};
 const OpSchema kClampInPlace{"clamp_", kEw | kInPlace, 0};
-
-// Functions defined only on floats: integer and bool inputs compute in float32, as in PyTorch.
-bool lifts_to_float(UnaryKind k) {
-  switch (k) {
-    case UnaryKind::Exp:
-    case UnaryKind::Log:
-    case UnaryKind::Sin:
-    case UnaryKind::Cos:
-    case UnaryKind::Tanh:
-    case UnaryKind::Sigmoid:
-    case UnaryKind::Sqrt:
-    case UnaryKind::Rsqrt: return true;
-    default: return false;
-  }
-}
 
 Scalar minus_one(const Scalar& e) { return e.is_floating() ? Scalar(e.to_double() - 1) : Scalar(e.to_int() - 1); }
 
@@ -96,19 +80,13 @@ class UnaryOp final : public Op {
   }
 
   SaveSpec saves() const override {
-    switch (kind_) {
-      case UnaryKind::Neg:
-      case UnaryKind::Sgn:
-      case UnaryKind::Trunc: return {.inputs = false};
-      case UnaryKind::Exp:
-      case UnaryKind::Tanh:
-      case UnaryKind::Sigmoid:
-      case UnaryKind::Relu:
-      case UnaryKind::Sqrt:
-      case UnaryKind::Rsqrt: return {.inputs = false, .outputs = true};
-      case UnaryKind::Pow: return {.inputs = p_.exponent.to_double() != 0.0};
-      default: return {};
+    if (kind_ == UnaryKind::Pow) return {.inputs = p_.exponent.to_double() != 0.0};  // x^0 has a zero gradient
+    switch (unary_info(kind_).saves) {
+      case UnarySaves::Nothing: return {.inputs = false};
+      case UnarySaves::Input: return {};
+      case UnarySaves::Output: return {.inputs = false, .outputs = true};
     }
+    return {};
   }
 
   std::string attrs() const override {
@@ -126,19 +104,12 @@ class UnaryOp final : public Op {
   }
 
  private:
+  // The compute (and result) dtype: the list's domain, or the kind's own promotion rule.
   DType result_dtype(const char* op, DType x) const {
-    if (lifts_to_float(kind_)) return is_floating(x) ? x : kDefaultFloat;
     switch (kind_) {
       case UnaryKind::Neg:
         TG_CHECK(x != kBool, "[", op, "] negation, the `-` operator, on a bool tensor is not supported. If you are "
                  "trying to invert a mask, use the `~` or logical_not() operator instead.");
-        return x;
-      case UnaryKind::Gelu:
-      case UnaryKind::GeluTanh:
-      case UnaryKind::Silu:
-      case UnaryKind::Softplus:
-        TG_CHECK(is_floating(x), "[", op, "] expected a floating point tensor, got ",
-                 dtype_name(x));
         return x;
       case UnaryKind::Pow: {
         const DType r = promote_with_scalar(x, p_.exponent.kind());
@@ -155,11 +126,17 @@ class UnaryOp final : public Op {
         TG_CHECK(r != kBool, "[", op, "] is not supported for bool tensors");
         return r;
       }
-      case UnaryKind::Sgn: return x;
-      default:
-        TG_CHECK(x != kBool, "[", op, "] is not supported for bool tensors");
-        return x;
+      default: break;
     }
+    switch (unary_info(kind_).domain) {
+      case EwDomain::All: return x;
+      case EwDomain::Numeric: TG_CHECK(x != kBool, "[", op, "] is not supported for bool tensors"); return x;
+      case EwDomain::Floating:
+        TG_CHECK(is_floating(x), "[", op, "] expected a floating point tensor, got ", dtype_name(x));
+        return x;
+      case EwDomain::FloatLift: return is_floating(x) ? x : kDefaultFloat;
+    }
+    return x;
   }
 
   // dL/dx before reduce_grad; undefined means zero.
@@ -173,6 +150,10 @@ class UnaryOp final : public Op {
       case UnaryKind::Log: return div(g, ctx.input(0));
       case UnaryKind::Sin: return mul(g, cos(ctx.input(0)));
       case UnaryKind::Cos: return mul(g, neg(sin(ctx.input(0))));
+      case UnaryKind::Erf: {  // 2/sqrt(pi) exp(-x^2), in PyTorch's order of operations
+        const Tensor x = ctx.input(0);
+        return mul(mul(exp(neg(mul(x, x))), 1.12837916709551257390), g);  // 2/sqrt(pi)
+      }
       case UnaryKind::Tanh: return tanh_backward(g, ctx.output(0));
       case UnaryKind::Sigmoid: return sigmoid_backward(g, ctx.output(0));
       case UnaryKind::Relu: return threshold_backward(g, ctx.output(0));
@@ -230,6 +211,7 @@ Tensor exp(const Tensor& x) { return unary(UnaryKind::Exp, autocast::to_float(x,
 Tensor log(const Tensor& x) { return unary(UnaryKind::Log, autocast::to_float(x, autocast::kCudaList)); }
 Tensor sin(const Tensor& x) { return unary(UnaryKind::Sin, x); }
 Tensor cos(const Tensor& x) { return unary(UnaryKind::Cos, x); }
+Tensor erf(const Tensor& x) { return unary(UnaryKind::Erf, x); }
 Tensor tanh(const Tensor& x) { return unary(UnaryKind::Tanh, x); }
 Tensor sigmoid(const Tensor& x) { return unary(UnaryKind::Sigmoid, x); }
 Tensor relu(const Tensor& x) { return unary(UnaryKind::Relu, x); }

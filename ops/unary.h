@@ -17,6 +17,8 @@ Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);
+// The error function, 2/sqrt(pi) * integral of exp(-t^2) from 0 to x.
+Tensor erf(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);

@@ -101,6 +101,7 @@ inline std::vector<OpCase> all_op_cases() {
   add_case("log", [] { return TensorList{positive({2, 3})}; }, [](L x) { return log(x[0]); }, true);
   add_case("sin", [] { return TensorList{uniform({2, 3}, -3, 3)}; }, [](L x) { return sin(x[0]); }, true);
   add_case("cos", [] { return TensorList{uniform({2, 3}, -3, 3)}; }, [](L x) { return cos(x[0]); }, true);
+  add_case("erf", [] { return TensorList{uniform({2, 3}, -2.5, 2.5)}; }, [](L x) { return erf(x[0]); }, true);
   add_case("tanh", [] { return TensorList{uniform({2, 3}, -2, 2)}; }, [](L x) { return tanh(x[0]); }, true);
   add_case("sigmoid", [] { return TensorList{uniform({2, 3}, -3, 3)}; }, [](L x) { return sigmoid(x[0]); }, true);
   add_case("relu", [] { return TensorList{signed_away({2, 3})}; }, [](L x) { return relu(x[0]); });

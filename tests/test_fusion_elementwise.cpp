@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
@@ -16,6 +18,7 @@
 #include "graphs/testing/parity.h"
 #include "ops/dispatch.h"
 #include "ops/fused_elementwise.h"
+#include "ops/elementwise_math_source.h"
 #include "ops/fused_elementwise_codegen.h"
 #include "support/test_support.h"
 
@@ -296,10 +299,22 @@ TEST(FusedKernelSource, CoversEveryFamilyAndBakesConstantsExactly) {
   const TracedGroup g = trace_group(all_families, {cuda_fake({6, 7}), cuda_fake({7}), cuda_fake({6, 1}, kInt64)});
   ASSERT_NE(g.op, nullptr);
   const std::string src = fused_kernel_source(g.op->program(), fused_geometry(g.output, g.inputs));
-  for (const char* piece : {"extern \"C\" __global__ void tg_fused_elementwise(const TgFusedArgs a)", "tg_gelu_tanh(",
-                            "tg_threshold_backward(", "tg_clamp(", "tg_powf(", "(0x1.99999ap-4f)", "__int_as_float",
+  for (const char* piece : {"extern \"C\" __global__ void tg_fused_elementwise(const TgFusedArgs a)", "ew::GeluTanhFn<float>{}(",
+                            "ew::ThresholdBackwardFn<float>{}(", "ew::ClampFn<float>{", "ew::PowFn<float>{", "(0x1.99999ap-4f)", "__int_as_float",
                             "const long long* in2", "a.strides_in", "a.out[i]"})
     EXPECT_NE(src.find(piece), std::string::npos) << piece << " not in\n" << src;
+}
+
+// The generated kernels carry ops/elementwise_math.h exactly as the eager kernels compile it: the
+// text embedded at build time is the file's, and every kernel holds all of it.
+TEST(FusedKernelSource, EmbedsTheElementwiseMathHeaderAsWritten) {
+  std::ifstream file(std::string(TG_TEST_DATA_DIR) + "/../../ops/elementwise_math.h", std::ios::binary);
+  ASSERT_TRUE(file.good());
+  const std::string header((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(std::string(kElementwiseMathSource), header);
+  const TracedGroup g = trace_group(all_families, {cuda_fake({6, 7}), cuda_fake({7}), cuda_fake({6, 1}, kInt64)});
+  ASSERT_NE(g.op, nullptr);
+  EXPECT_NE(fused_kernel_source(g.op->program(), fused_geometry(g.output, g.inputs)).find(header), std::string::npos);
 }
 
 TEST(FusedKernelSource, ContiguousOperandsIndexLinearly) {
@@ -321,7 +336,7 @@ TEST(FusedKernelSource, SixteenBitFloatsComputeInFloatAndRoundEachStep) {
   // The cast comes first (in0, the float16 input), then add(in1, in2) and sigmoid.
   for (const char* piece : {"unsigned short* out", "const float in0 = tg_from_f16(a.in0[i])",
                             "const float in1 = tg_from_bf16(a.in1[i])", "t0 = tg_round_bf16(in0)",
-                            "tg_round_bf16((in1 + in2))", "tg_round_bf16(tg_sigmoid(t1))", "a.out[i] = tg_to_bf16(t3)"})
+                            "tg_round_bf16(ew::AddFn<float>{(0x1p+0f)}(in1, in2))", "tg_round_bf16(ew::SigmoidFn<float>{}(t1))", "a.out[i] = tg_to_bf16(t3)"})
     EXPECT_NE(src.find(piece), std::string::npos) << piece << " not in\n" << src;
 }
 

@@ -320,7 +320,7 @@ TEST(SiluPowFusion, OneGroupWhoseCpuPathMatchesEager) {
       if (gi.value == v) in.push_back(args[static_cast<size_t>(gi.index)]);
   expect_close(run_kernel(*g.op, in).at(0), new_kinds(args)[0], 1e-5, 1e-6);
   const std::string src = fused_kernel_source(g.op->program(), fused_geometry(g.output, g.inputs));
-  for (const char* piece : {"tg_silu(", "tg_softplus(", "tg_pow_tensor(", "tg_silu_backward("})
+  for (const char* piece : {"ew::SiluFn<", "ew::SoftplusFn<", "ew::PowTensorFn<", "ew::SiluBackwardFn<"})
     EXPECT_NE(src.find(piece), std::string::npos) << piece;
 }
 

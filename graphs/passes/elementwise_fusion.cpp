@@ -2,11 +2,13 @@
 #include "graphs/passes/elementwise_fusion.h"
 
 #include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <set>
 
 #include "graphs/ir/graph_edit.h"
 #include "graphs/logs.h"
+#include "ops/elementwise_math_source.h"
 #include "ops/fused_elementwise.h"
 #include "ops/fused_elementwise_codegen.h"
 
@@ -83,7 +85,12 @@ void log_kernel_source(const Graph& graph, const GraphNode& node, const FusedPro
   const std::string source = fused_kernel_source(program, geometry);
   std::lock_guard<std::mutex> lock(mutex);
   if (!logged.insert(source).second) return;
-  log_line("fusion", "generated kernel for " + program.describe() + ":\n" + source);
+  // Every kernel holds ops/elementwise_math.h; the log names it instead of repeating it.
+  std::string shown = source;
+  const size_t at = shown.find(kElementwiseMathSource);
+  if (at != std::string::npos)
+    shown.replace(at, std::strlen(kElementwiseMathSource), "#include \"ops/elementwise_math.h\"\n");
+  log_line("fusion", "generated kernel for " + program.describe() + ":\n" + shown);
 }
 
 }  // namespace

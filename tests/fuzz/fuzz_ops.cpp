@@ -119,6 +119,11 @@ std::vector<FuzzOp> make_ops() {
   ops.push_back(unary("sigmoid", [](const Tensor& x) { return x.sigmoid(); }, "sigmoid"));
   ops.push_back(unary("relu", [](const Tensor& x) { return x.relu(); }, "relu"));
   ops.push_back(unary("sin", [](const Tensor& x) { return x.sin(); }, "sin"));
+  ops.push_back(FuzzOp{"erf", 1, false,  // a free function (no Tensor method)
+                       [](Rng&, const TensorList& x, Attrs&) { return floating(x[0]); },
+                       [](TensorList& x, const Attrs&) { return erf(x[0]); },
+                       [](const Names& n, const Attrs&) { return "erf(" + n[0] + ")"; }});
+  ops.back().python = [](const Names& n, const Attrs&) { return "torch.erf(" + n[0] + ")"; };
   ops.push_back(unary("abs", [](const Tensor& x) { return x.abs(); }, "abs"));
   ops.push_back(unary("clone", [](const Tensor& x) { return x.clone(); }, "clone"));
   ops.push_back(unary("contiguous", [](const Tensor& x) { return x.contiguous(); }, "contiguous"));
