@@ -20,7 +20,7 @@ void CompiledStep::step() {
     warmed_up_ = all_grads;
     return;
   }
-  if (!compiled_ || compiled_lr_ != optimizer_.lr()) {
+  if (!compiled_) {
     Optimizer* opt = &optimizer_;
     compiled_ = std::make_unique<graphs::CompiledFunction>(
         [opt](const TensorList& gs) {
@@ -28,7 +28,6 @@ void CompiledStep::step() {
           return TensorList{};
         },
         options_);
-    compiled_lr_ = optimizer_.lr();
   }
   compiled_->call(grads);
 }

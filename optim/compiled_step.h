@@ -11,7 +11,10 @@ namespace tg::optim {
 
 // Compiles `optimizer.update(grads)` with the gradients as arguments; parameters and optimizer
 // state are captured tensors (static addresses). The first step runs eagerly so that the state
-// exists (and lives on the device) before it is traced; a learning-rate change re-traces.
+// exists (and lives on the device) before it is traced. The optimizer is made capturable, so its
+// fused update reads the learning rate from the device: a scheduler's new value is a fill, and the
+// compiled step neither re-traces nor re-records (an update that reads the host value instead, as
+// the unfused one does, guards it and recompiles on a change).
 class CompiledStep {
  public:
   explicit CompiledStep(Optimizer& optimizer, CompileOptions options = {.backend = "cudagraphs"});
@@ -24,7 +27,6 @@ class CompiledStep {
   Optimizer& optimizer_;
   CompileOptions options_;
   std::unique_ptr<graphs::CompiledFunction> compiled_;
-  double compiled_lr_ = -1.0;
   bool warmed_up_ = false;
 };
 

@@ -79,7 +79,7 @@ void Optimizer::assign_state(Tensor& state, const Tensor& src, const Tensor& p) 
 
 std::map<std::string, Tensor> Adam::state_dict() const {
   Dict out;
-  out["param_groups.0.lr"] = number(lr_);
+  out["param_groups.0.lr"] = number(lr_.peek());
   out["param_groups.0.beta1"] = number(options_.beta1);
   out["param_groups.0.beta2"] = number(options_.beta2);
   out["param_groups.0.eps"] = number(options_.eps);
@@ -142,7 +142,7 @@ void Adam::load_state_dict(const Dict& dict) {
 
 std::map<std::string, Tensor> SGD::state_dict() const {
   Dict out;
-  out["param_groups.0.lr"] = number(lr_);
+  out["param_groups.0.lr"] = number(lr_.peek());
   out["param_groups.0.momentum"] = number(options_.momentum);
   out["param_groups.0.dampening"] = number(options_.dampening);
   out["param_groups.0.nesterov"] = number(options_.nesterov ? 1.0 : 0.0);
