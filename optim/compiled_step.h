@@ -2,6 +2,7 @@
 // updates every parameter in place.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "graphs/compile.h"
@@ -22,11 +23,17 @@ class CompiledStep {
   void step();
   // Counters of the compiled update (empty before the second step).
   const graphs::CompileCounters& counters() const;
+  // Runs `transform` on the gradients before every update, inside the compiled update (eager steps
+  // too), e.g. [](const TensorList& g) { tg::nn::utils::clip_norm_(g, 1.0); } to clip them as
+  // clip_grad_norm_ before step() would, in the same graph. Its in-place writes reach the parameters'
+  // .grad as eager code's would. Setting it again traces the update again.
+  void set_grad_transform(std::function<void(const TensorList& grads)> transform);
 
  private:
   Optimizer& optimizer_;
   CompileOptions options_;
   std::unique_ptr<graphs::CompiledFunction> compiled_;
+  std::function<void(const TensorList&)> transform_;
   bool warmed_up_ = false;
 };
 
