@@ -194,6 +194,17 @@ TEST(ClipGradNormCompiled, CompiledFunctionMatchesEager) {
   EXPECT_EQ(clip.counters().forward_ops.at("mul_"), 3);  // the gradients scaled in place
 }
 
+// error_if_nonfinite reads the norm on the host: under compile() that is data-dependent code, which
+// runs eagerly with the reason (or raises with fullgraph), and still raises on a non-finite norm.
+TEST(ClipGradNormCompiled, NonFiniteCheckRunsEagerly) {
+  auto clip = compile([](const std::vector<Tensor>& grads) { return clip_norm_(grads, 1.0, 2.0, true); });
+  std::vector<Tensor> grads{full({3}, 2.0), ones({2})};
+  testing::expect_close(clip(grads), full({}, std::sqrt(14.0)), 1e-6, 0);
+  EXPECT_EQ(clip.counters().eager_fallbacks, 1);
+  grads[1].fill_(std::nan(""));
+  EXPECT_THROW_MSG(clip(grads), "is non-finite");
+}
+
 // Runs `steps` SGD steps on two copies of a small regression model: clip_grad_norm_ then step()
 // eagerly, and a CompiledStep that clips inside its compiled update. Returns the compiled step's
 // counters after checking the parameters agree.
