@@ -74,12 +74,11 @@ void Adam::update(const TensorList& grads) {
 void Adam::update_fused(const TensorList& grads) {
   // The step counts live on the device (float32, as in PyTorch), so a captured update computes the
   // right bias corrections on every replay; parameters sharing a device and dtype are updated by one
-  // fused op. A capturable update reads the learning rate from the device too: a new one is a fill,
-  // not a new trace.
+  // fused op. The learning rate is read from the device too (options.lr is then unused): a new one
+  // is a fill, not a new trace.
   device_steps_.resize(params_.size());
   const AdamOptions& o = options_;
-  const AdamStepOptions step_options{capturable_ ? lr_.peek() : lr(), o.beta1, o.beta2, o.eps, o.weight_decay,
-                                     decoupled_};
+  const AdamStepOptions step_options{lr_.peek(), o.beta1, o.beta2, o.eps, o.weight_decay, decoupled_};
   for (const std::vector<size_t>& group : fused_groups(grads)) {
     TensorList params, gs, exp_avgs, exp_avg_sqs, steps;
     for (size_t i : group) {
@@ -93,8 +92,7 @@ void Adam::update_fused(const TensorList& grads) {
       exp_avg_sqs.push_back(state_like(exp_avg_sq_[i], p));
       steps.push_back(step);
     }
-    adam_step_(params, gs, exp_avgs, exp_avg_sqs, steps, step_options, skip_if_,
-               capturable_ ? lr_on(params[0].device()) : Tensor());
+    adam_step_(params, gs, exp_avgs, exp_avg_sqs, steps, step_options, skip_if_, lr_on(params[0].device()));
   }
 }
 

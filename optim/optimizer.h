@@ -13,7 +13,8 @@ namespace tg::optim {
 
 // Holds the parameters it updates (shared handles, so moving a module with to(device) keeps them
 // valid) and a learning rate that schedulers may change between steps. The learning rate is a
-// DeviceScalar: capturable updates read it from the device, so changing it never re-traces.
+// DeviceScalar: the fused updates (capturable ones, and CUDA's eager ones) read it from the device,
+// so changing it never re-traces.
 class Optimizer {
  public:
   // Every parameter must be a defined floating-point leaf that requires grad.
@@ -49,7 +50,7 @@ class Optimizer {
   // Sets the learning rate: the host value, and in place the device copies capturable updates read
   // (a fill, no graph change: compiled steps replay with the new value).
   void set_lr(double lr);
-  // The learning rate as a 0-dim float64 tensor on `device`, which fused capturable updates read.
+  // The learning rate as a 0-dim float64 tensor on `device`, which the fused updates read.
   Tensor lr_on(Device device) { return lr_.on(device); }
   // The learning rate the first scheduler found, kept for the schedulers attached later (PyTorch's
   // param_groups[0]["initial_lr"]); unset until a scheduler sets it.

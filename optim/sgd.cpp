@@ -52,9 +52,9 @@ bool SGD::update_fused(const TensorList& grads) {
     if (o.momentum != 0.0 && (!momentum_[i].defined() || !momentum_[i].is_contiguous())) return false;
     if (!params_[i].is_contiguous()) return false;
   }
-  // A capturable update reads the learning rate from the device: a new one is a fill, not a new trace.
-  const SgdStepOptions step_options{capturable_ ? lr_.peek() : lr(), o.momentum, o.dampening, o.weight_decay,
-                                    o.nesterov};
+  // The learning rate is read from the device (options.lr is then unused): a new one is a fill, not
+  // a new trace.
+  const SgdStepOptions step_options{lr_.peek(), o.momentum, o.dampening, o.weight_decay, o.nesterov};
   for (const std::vector<size_t>& group : fused_groups(grads)) {
     TensorList params, gs, buffers;
     for (size_t i : group) {
@@ -62,7 +62,7 @@ bool SGD::update_fused(const TensorList& grads) {
       gs.push_back(grads[i].contiguous());
       if (o.momentum != 0.0) buffers.push_back(state_like(momentum_[i], params_[i]));
     }
-    sgd_step_(params, gs, buffers, step_options, skip_if_, capturable_ ? lr_on(params[0].device()) : Tensor());
+    sgd_step_(params, gs, buffers, step_options, skip_if_, lr_on(params[0].device()));
   }
   return true;
 }
