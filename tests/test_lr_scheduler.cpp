@@ -187,6 +187,21 @@ TEST(LRScheduler, SequentialStateDictRoundTrip) {
   }
 }
 
+// As in PyTorch, the optimizer's state dict carries the initial_lr a scheduler recorded, so a
+// resumed optimizer can take a scheduler resumed with last_epoch.
+TEST(LRScheduler, OptimizerStateDictKeepsInitialLr) {
+  Fixture a, b;
+  EXPECT_EQ(a.sgd.state_dict().count("param_groups.0.initial_lr"), 0u);
+  CosineAnnealingLR sa(a.sgd, 10);
+  for (int i = 0; i < 5; ++i) sa.step();
+  const auto dict = a.sgd.state_dict();
+  EXPECT_EQ(dict.at("param_groups.0.initial_lr").item<double>(), 0.1);
+  b.sgd.load_state_dict(dict);
+  EXPECT_EQ(b.sgd.initial_lr(), std::optional<double>(0.1));
+  CosineAnnealingLR resumed(b.sgd, 10, 0.0, 4);  // PyTorch: 0.05 at last_epoch 5
+  EXPECT_DOUBLE_EQ(resumed.get_last_lr()[0], 0.05);
+}
+
 TEST(LRScheduler, LoadStateDictChecksEveryKeyFirst) {
   Fixture f;
   StepLR s(f.sgd, 3);
