@@ -47,7 +47,7 @@ class Optimizer {
   const TensorList& params() const { return params_; }
   // The learning rate on the host (read while tracing, a guarded value baked into the graph).
   double lr() const { return lr_.value(); }
-  // Sets the learning rate: the host value, and in place the device copies capturable updates read
+  // Sets the learning rate: the host value, and in place the device copies the fused updates read
   // (a fill, no graph change: compiled steps replay with the new value).
   void set_lr(double lr);
   // The learning rate as a 0-dim float64 tensor on `device`, which the fused updates read.
