@@ -1,8 +1,10 @@
-// The nn building blocks in one include: Module, layers, activations, norms, pools, containers, init.
+// The nn building blocks in one include: Module, layers, activations, norms, pools, containers, init,
+// gradient clipping (nn::utils).
 #pragma once
 
 #include "nn/activation.h"
 #include "nn/attention.h"
+#include "nn/clip_grad.h"
 #include "nn/conv.h"
 #include "nn/container.h"
 #include "nn/embedding.h"

@@ -77,29 +77,70 @@ TensorList slice(const TensorList& in, size_t first, size_t n) {
                     in.begin() + static_cast<std::ptrdiff_t>(first + n));
 }
 
-// The lists of a fused step's inputs, after checking its trailing skip flag when it has one: a
-// float32 scalar on the parameters' device.
-TensorList without_skip_flag(const char* op, const TensorList& in, bool skip_flag) {
-  if (!skip_flag) return in;
-  TG_CHECK(in.size() > 1, "[", op, "] expected parameter lists before the skip flag");
-  const Tensor& flag = in.back();
-  TG_CHECK(flag.defined() && flag.numel() == 1 && flag.dtype() == kFloat32 && flag.device() == in[0].device(), "[", op,
-           "] skip_if must be one float32 value on ", in[0].device().str(), ", got ",
-           flag.defined() ? std::string(dtype_name(flag.dtype())) + " of shape " + shape_str(flag.sizes()) + " on " +
-                                flag.device().str()
-                          : std::string("an undefined tensor"));
-  return slice(in, 0, in.size() - 1);
+// A fused step's inputs: its lists, then its skip flag and its learning rate when it has them.
+struct StepInputs {
+  TensorList lists;
+  Tensor skip_if;
+  Tensor lr;
+};
+
+StepInputs split_inputs(const TensorList& in, bool skip_flag, bool lr_tensor) {
+  const size_t extras = (skip_flag ? 1 : 0) + (lr_tensor ? 1 : 0);
+  StepInputs s{slice(in, 0, in.size() - extras), Tensor(), Tensor()};
+  size_t k = in.size() - extras;
+  if (skip_flag) s.skip_if = in[k++];
+  if (lr_tensor) s.lr = in[k++];
+  return s;
 }
+
+std::string scalar_str(const Tensor& t) {
+  return t.defined() ? std::string(dtype_name(t.dtype())) + " of shape " + shape_str(t.sizes()) + " on " +
+                           t.device().str()
+                     : std::string("an undefined tensor");
+}
+
+// split_inputs, after checking the trailing scalars: the skip flag is one float32 value and the
+// learning rate one float32 or float64 value, both on the parameters' device.
+StepInputs checked_inputs(const char* op, const TensorList& in, bool skip_flag, bool lr_tensor) {
+  const size_t extras = (skip_flag ? 1 : 0) + (lr_tensor ? 1 : 0);
+  TG_CHECK(in.size() > extras, "[", op, "] expected parameter lists before the skip flag and the learning rate");
+  StepInputs s = split_inputs(in, skip_flag, lr_tensor);
+  const Device device = in[0].device();
+  if (skip_flag) {
+    const Tensor& flag = s.skip_if;
+    TG_CHECK(flag.defined() && flag.numel() == 1 && flag.dtype() == kFloat32 && flag.device() == device, "[", op,
+             "] skip_if must be one float32 value on ", device.str(), ", got ", scalar_str(flag));
+  }
+  if (lr_tensor) {
+    const Tensor& lr = s.lr;
+    TG_CHECK(lr.defined() && lr.numel() == 1 && (lr.dtype() == kFloat32 || lr.dtype() == kFloat64) &&
+                 lr.device() == device,
+             "[", op, "] lr must be one float32 or float64 value on ", device.str(), ", got ", scalar_str(lr));
+  }
+  return s;
+}
+
+// The learning rate a CPU kernel uses: the tensor's value when there is one, else the option's.
+double lr_value(const Tensor& lr, double option) {
+  if (!lr.defined()) return option;
+  return lr.dtype() == kFloat64 ? *lr.data_ptr<double>() : static_cast<double>(*lr.data_ptr<float>());
+}
+
+// The attrs of the learning rate: the option's value, or where the kernels read it from.
+std::string lr_attr(double lr, bool lr_tensor) { return lr_tensor ? "lr=<tensor>" : "lr=" + std::to_string(lr); }
 
 // adam_step_: writes params, exp_avgs, exp_avg_sqs and steps (inputs 0..n-1, 2n..5n-1).
 class AdamStepOp final : public Op {
  public:
-  AdamStepOp(size_t n, AdamStepOptions options, bool skip_flag)
-      : schema_(fused_step_schema("adam_step_", n, {0, 2, 3, 4})), options_(options), skip_flag_(skip_flag) {}
+  AdamStepOp(size_t n, AdamStepOptions options, bool skip_flag, bool lr_tensor)
+      : schema_(fused_step_schema("adam_step_", n, {0, 2, 3, 4})),
+        options_(options),
+        skip_flag_(skip_flag),
+        lr_tensor_(lr_tensor) {}
   const OpSchema& schema() const override { return schema_; }
 
   std::vector<TensorMeta> infer(const TensorList& in) const override {
-    const TensorList lists = without_skip_flag("adam_step_", in, skip_flag_);
+    const TensorList lists = checked_inputs("adam_step_", in, skip_flag_, lr_tensor_).lists;
     check_lists("adam_step_", lists, 5, {"param", "grad", "exp_avg", "exp_avg_sq", "step"}, 4);
     const AdamLists l = split_lists(lists);
     for (size_t i = 0; i < l.n; ++i)
@@ -110,19 +151,19 @@ class AdamStepOp final : public Op {
   }
 
   void eval(const TensorList& in, TensorList& out) const override {
-    const Tensor skip_if = skip_flag_ ? in.back() : Tensor();
-    const TensorList lists = skip_flag_ ? slice(in, 0, in.size() - 1) : in;
-    const AdamLists l = split_lists(lists);
+    const StepInputs s = split_inputs(in, skip_flag_, lr_tensor_);
+    const AdamLists l = split_lists(s.lists);
 #ifdef TG_WITH_CUDA
     if (l.params[0].is_cuda()) {  // the kernels compute 16-bit floats in float32 themselves
       cuda::adam_step(slice(in, 0, l.n), slice(in, l.n, l.n), slice(in, 2 * l.n, l.n), slice(in, 3 * l.n, l.n),
-                      slice(in, 4 * l.n, l.n), options_, skip_if);
+                      slice(in, 4 * l.n, l.n), options_, s.skip_if, s.lr);
       return;
     }
 #endif
     if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
-    if (skip_if.defined() && skip_if.item<float>() != 0.f) return;
-    const AdamStepOptions& o = options_;
+    if (s.skip_if.defined() && s.skip_if.item<float>() != 0.f) return;
+    AdamStepOptions o = options_;
+    o.lr = lr_value(s.lr, o.lr);
     TG_DISPATCH_FLOATING(l.params[0].dtype(), "adam_step_", [&] {
       for (size_t i = 0; i < l.n; ++i) {
         scalar_t* p = l.params[i].data_ptr<scalar_t>();
@@ -151,7 +192,7 @@ class AdamStepOp final : public Op {
   }
 
   std::string attrs() const override {
-    return "lr=" + std::to_string(options_.lr) + ", betas=(" + std::to_string(options_.beta1) + ", " +
+    return lr_attr(options_.lr, lr_tensor_) + ", betas=(" + std::to_string(options_.beta1) + ", " +
            std::to_string(options_.beta2) + "), eps=" + std::to_string(options_.eps) +
            ", weight_decay=" + std::to_string(options_.weight_decay) + (options_.decoupled ? ", decoupled" : "") +
            (skip_flag_ ? ", skip_if" : "");
@@ -161,40 +202,43 @@ class AdamStepOp final : public Op {
   OpSchema schema_;
   AdamStepOptions options_;
   bool skip_flag_;
+  bool lr_tensor_;
 };
 
 
 // sgd_step_: writes params (inputs 0..n-1) and, with momentum, the buffers (inputs 2n..3n-1).
 class SgdStepOp final : public Op {
  public:
-  SgdStepOp(size_t n, SgdStepOptions options, bool skip_flag)
+  SgdStepOp(size_t n, SgdStepOptions options, bool skip_flag, bool lr_tensor)
       : schema_(options.momentum != 0.0 ? fused_step_schema("sgd_step_", n, {0, 2})
                                         : fused_step_schema("sgd_step_", n, {0})),
         options_(options),
-        skip_flag_(skip_flag) {}
+        skip_flag_(skip_flag),
+        lr_tensor_(lr_tensor) {}
   const OpSchema& schema() const override { return schema_; }
 
   std::vector<TensorMeta> infer(const TensorList& in) const override {
     const size_t lists = options_.momentum != 0.0 ? 3 : 2;
-    check_lists("sgd_step_", without_skip_flag("sgd_step_", in, skip_flag_), lists,
+    check_lists("sgd_step_", checked_inputs("sgd_step_", in, skip_flag_, lr_tensor_).lists, lists,
                 {"param", "grad", "momentum_buffer"}, lists);
     return written_metas(schema_, in);
   }
 
   void eval(const TensorList& in, TensorList& out) const override {
     const bool momentum = options_.momentum != 0.0;
-    const Tensor skip_if = skip_flag_ ? in.back() : Tensor();
-    const size_t n = (in.size() - (skip_flag_ ? 1 : 0)) / (momentum ? 3 : 2);
+    const StepInputs s = split_inputs(in, skip_flag_, lr_tensor_);
+    const size_t n = s.lists.size() / (momentum ? 3 : 2);
 #ifdef TG_WITH_CUDA
     if (in[0].is_cuda()) {  // the kernels compute 16-bit floats in float32 themselves
       cuda::sgd_step(slice(in, 0, n), slice(in, n, n), momentum ? slice(in, 2 * n, n) : TensorList{}, options_,
-                     skip_if);
+                     s.skip_if, s.lr);
       return;
     }
 #endif
     if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
-    if (skip_if.defined() && skip_if.item<float>() != 0.f) return;
-    const SgdStepOptions& o = options_;
+    if (s.skip_if.defined() && s.skip_if.item<float>() != 0.f) return;
+    SgdStepOptions o = options_;
+    o.lr = lr_value(s.lr, o.lr);
     TG_DISPATCH_FLOATING(in[0].dtype(), "sgd_step_", [&] {
       for (size_t i = 0; i < n; ++i) {
         scalar_t* p = in[i].data_ptr<scalar_t>();
@@ -215,7 +259,7 @@ class SgdStepOp final : public Op {
   }
 
   std::string attrs() const override {
-    return "lr=" + std::to_string(options_.lr) + ", momentum=" + std::to_string(options_.momentum) +
+    return lr_attr(options_.lr, lr_tensor_) + ", momentum=" + std::to_string(options_.momentum) +
            ", dampening=" + std::to_string(options_.dampening) + ", weight_decay=" +
            std::to_string(options_.weight_decay) + (options_.nesterov ? ", nesterov" : "") +
            (skip_flag_ ? ", skip_if" : "");
@@ -225,12 +269,13 @@ class SgdStepOp final : public Op {
   OpSchema schema_;
   SgdStepOptions options_;
   bool skip_flag_;
+  bool lr_tensor_;
 };
 
 }  // namespace
 
 void sgd_step_(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
-               const SgdStepOptions& options, const Tensor& skip_if) {
+               const SgdStepOptions& options, const Tensor& skip_if, const Tensor& lr) {
   const size_t n = params.size();
   const bool momentum = options.momentum != 0.0;
   TG_CHECK(n > 0, "[sgd_step_] expected at least one parameter");
@@ -241,12 +286,13 @@ void sgd_step_(const TensorList& params, const TensorList& grads, const TensorLi
   in.reserve(3 * n);
   for (const TensorList* list : {&params, &grads, &momentum_buffers}) in.insert(in.end(), list->begin(), list->end());
   if (skip_if.defined()) in.push_back(skip_if);
-  dispatch(std::make_shared<const SgdStepOp>(n, options, skip_if.defined()), std::move(in));
+  if (lr.defined()) in.push_back(lr);
+  dispatch(std::make_shared<const SgdStepOp>(n, options, skip_if.defined(), lr.defined()), std::move(in));
 }
 
 void adam_step_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
                 const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options,
-                const Tensor& skip_if) {
+                const Tensor& skip_if, const Tensor& lr) {
   const size_t n = params.size();
   TG_CHECK(n > 0, "[adam_step_] expected at least one parameter");
   TG_CHECK(grads.size() == n && exp_avgs.size() == n && exp_avg_sqs.size() == n && steps.size() == n,
@@ -257,7 +303,8 @@ void adam_step_(const TensorList& params, const TensorList& grads, const TensorL
   for (const TensorList* list : {&params, &grads, &exp_avgs, &exp_avg_sqs, &steps})
     in.insert(in.end(), list->begin(), list->end());
   if (skip_if.defined()) in.push_back(skip_if);
-  dispatch(std::make_shared<const AdamStepOp>(n, options, skip_if.defined()), std::move(in));
+  if (lr.defined()) in.push_back(lr);
+  dispatch(std::make_shared<const AdamStepOp>(n, options, skip_if.defined(), lr.defined()), std::move(in));
 }
 
 }  // namespace tg

@@ -23,9 +23,11 @@ struct AdamStepOptions {
 // their parameter.
 // With skip_if (a float32 scalar on the parameters' device), nothing changes where it is nonzero: the
 // kernels read it, so the decision needs no host synchronization (GradScaler's skipped steps).
+// With lr (a float32 or float64 scalar on the parameters' device), its value replaces options.lr:
+// the kernels read it when they run, so a captured or traced step follows a changing learning rate.
 void adam_step_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
                 const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options,
-                const Tensor& skip_if = Tensor());
+                const Tensor& skip_if = Tensor(), const Tensor& lr = Tensor());
 
 // SGD's hyper-parameters for one fused step (PyTorch's update rule; momentum 0 uses no buffers).
 struct SgdStepOptions {
@@ -39,8 +41,8 @@ struct SgdStepOptions {
 // One SGD update of every params[i] from grads[i], in place; with momentum, momentum_buffers[i]
 // (existing buffers, as after PyTorch's first step) advance too, otherwise the list is empty. All
 // tensors share one device and floating dtype, are contiguous and shaped like their parameter.
-// skip_if: as for adam_step_.
+// skip_if and lr: as for adam_step_.
 void sgd_step_(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
-               const SgdStepOptions& options, const Tensor& skip_if = Tensor());
+               const SgdStepOptions& options, const Tensor& skip_if = Tensor(), const Tensor& lr = Tensor());
 
 }  // namespace tg

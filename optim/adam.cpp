@@ -40,6 +40,7 @@ void Adam::update(const TensorList& grads) {
     return;
   }
   const AdamOptions& o = options_;
+  const double lr = this->lr();  // a host number baked into a trace, so guarded there
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     Tensor g = grads[i];
@@ -50,7 +51,7 @@ void Adam::update(const TensorList& grads) {
     if (i < device_steps_.size() && device_steps_[i].defined()) device_steps_[i].fill_(t);  // as state_dict reads
     if (o.weight_decay != 0.0) {
       if (decoupled_) {
-        p.mul_(1.0 - lr_ * o.weight_decay);
+        p.mul_(1.0 - lr * o.weight_decay);
       } else {
         g = add(g, p, o.weight_decay);
       }
@@ -63,7 +64,7 @@ void Adam::update(const TensorList& grads) {
     const double bias2_sqrt = std::sqrt(1.0 - std::pow(o.beta2, t));
     // lr/bias1 * m / (sqrt(v)/bias2_sqrt + eps), with bias2_sqrt moved out of the denominator
     // to save a kernel: (lr*bias2_sqrt/bias1) * m / (sqrt(v) + eps*bias2_sqrt).
-    const double step_size = lr_ * bias2_sqrt / bias1;
+    const double step_size = lr * bias2_sqrt / bias1;
     Tensor denom = sqrt(v);
     denom.add_(o.eps * bias2_sqrt);
     p.add_(m / denom, -step_size);
@@ -73,10 +74,11 @@ void Adam::update(const TensorList& grads) {
 void Adam::update_fused(const TensorList& grads) {
   // The step counts live on the device (float32, as in PyTorch), so a captured update computes the
   // right bias corrections on every replay; parameters sharing a device and dtype are updated by one
-  // fused op.
+  // fused op. The learning rate is read from the device too (options.lr is then unused): a new one
+  // is a fill, not a new trace.
   device_steps_.resize(params_.size());
   const AdamOptions& o = options_;
-  const AdamStepOptions step_options{lr_, o.beta1, o.beta2, o.eps, o.weight_decay, decoupled_};
+  const AdamStepOptions step_options{lr_.peek(), o.beta1, o.beta2, o.eps, o.weight_decay, decoupled_};
   for (const std::vector<size_t>& group : fused_groups(grads)) {
     TensorList params, gs, exp_avgs, exp_avg_sqs, steps;
     for (size_t i : group) {
@@ -90,7 +92,7 @@ void Adam::update_fused(const TensorList& grads) {
       exp_avg_sqs.push_back(state_like(exp_avg_sq_[i], p));
       steps.push_back(step);
     }
-    adam_step_(params, gs, exp_avgs, exp_avg_sqs, steps, step_options, skip_if_);
+    adam_step_(params, gs, exp_avgs, exp_avg_sqs, steps, step_options, skip_if_, lr_on(params[0].device()));
   }
 }
 

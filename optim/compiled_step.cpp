@@ -16,21 +16,27 @@ void CompiledStep::step() {
   for (const Tensor& p : optimizer_.params()) grads.push_back(p.grad());
   const bool all_grads = std::all_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); });
   if (!warmed_up_ || !all_grads) {
+    if (transform_) transform_(grads);
     optimizer_.update(grads);
     warmed_up_ = all_grads;
     return;
   }
-  if (!compiled_ || compiled_lr_ != optimizer_.lr()) {
+  if (!compiled_) {
     Optimizer* opt = &optimizer_;
     compiled_ = std::make_unique<graphs::CompiledFunction>(
-        [opt](const TensorList& gs) {
+        [opt, transform = transform_](const TensorList& gs) {
+          if (transform) transform(gs);
           opt->update(gs);
           return TensorList{};
         },
         options_);
-    compiled_lr_ = optimizer_.lr();
   }
   compiled_->call(grads);
+}
+
+void CompiledStep::set_grad_transform(std::function<void(const TensorList& grads)> transform) {
+  transform_ = std::move(transform);
+  compiled_.reset();
 }
 
 const graphs::CompileCounters& CompiledStep::counters() const {

@@ -34,7 +34,7 @@ void Optimizer::step() {
 
 void Optimizer::set_lr(double lr) {
   TG_CHECK(lr >= 0.0, "[optim] invalid learning rate: ", lr);
-  lr_ = lr;
+  lr_.set(lr);
 }
 
 void Optimizer::zero_grad(bool set_to_none) { tg::zero_grad(params_, set_to_none); }

@@ -2,15 +2,19 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "optim/device_scalar.h"
 #include "tensor/tensor.h"
 
 namespace tg::optim {
 
 // Holds the parameters it updates (shared handles, so moving a module with to(device) keeps them
-// valid) and a learning rate that schedulers may change between steps.
+// valid) and a learning rate that schedulers may change between steps. The learning rate is a
+// DeviceScalar: the fused updates (capturable ones, and CUDA's eager ones) read it from the device,
+// so changing it never re-traces.
 class Optimizer {
  public:
   // Every parameter must be a defined floating-point leaf that requires grad.
@@ -41,8 +45,17 @@ class Optimizer {
   virtual void load_state_dict(const std::map<std::string, Tensor>& dict) = 0;
 
   const TensorList& params() const { return params_; }
-  double lr() const { return lr_; }
+  // The learning rate on the host (read while tracing, a guarded value baked into the graph).
+  double lr() const { return lr_.value(); }
+  // Sets the learning rate: the host value, and in place the device copies the fused updates read
+  // (a fill, no graph change: compiled steps replay with the new value).
   void set_lr(double lr);
+  // The learning rate as a 0-dim float64 tensor on `device`, which the fused updates read.
+  Tensor lr_on(Device device) { return lr_.on(device); }
+  // The learning rate the first scheduler found, kept for the schedulers attached later (PyTorch's
+  // param_groups[0]["initial_lr"]); unset until a scheduler sets it.
+  const std::optional<double>& initial_lr() const { return initial_lr_; }
+  void set_initial_lr(double lr) { initial_lr_ = lr; }
 
   // Until set back to an undefined tensor, updates change nothing where `flag` (a float32 scalar on
   // the parameters' device, such as GradScaler's found-inf flag) is nonzero. Fused updates leave the
@@ -71,7 +84,8 @@ class Optimizer {
   bool skipped_on_host() const;
 
   TensorList params_;
-  double lr_;
+  DeviceScalar lr_{"lr", 0.0};
+  std::optional<double> initial_lr_;
   bool capturable_ = false;
   Tensor skip_if_;
 };

@@ -24,6 +24,7 @@ void SGD::update(const TensorList& grads) {
   if ((capturable_ || skip_if_.defined() || fused_eagerly(grads)) && update_fused(grads)) return;
   if (skipped_on_host()) return;
   const SGDOptions& o = options_;
+  const double lr = this->lr();  // a host number baked into a trace, so guarded there
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     Tensor g = grads[i];
@@ -38,7 +39,7 @@ void SGD::update(const TensorList& grads) {
       }
       g = o.nesterov ? add(g, buf, o.momentum) : buf;
     }
-    p.add_(g, -lr_);
+    p.add_(g, -lr);
   }
 }
 
@@ -51,7 +52,9 @@ bool SGD::update_fused(const TensorList& grads) {
     if (o.momentum != 0.0 && (!momentum_[i].defined() || !momentum_[i].is_contiguous())) return false;
     if (!params_[i].is_contiguous()) return false;
   }
-  const SgdStepOptions step_options{lr_, o.momentum, o.dampening, o.weight_decay, o.nesterov};
+  // The learning rate is read from the device (options.lr is then unused): a new one is a fill, not
+  // a new trace.
+  const SgdStepOptions step_options{lr_.peek(), o.momentum, o.dampening, o.weight_decay, o.nesterov};
   for (const std::vector<size_t>& group : fused_groups(grads)) {
     TensorList params, gs, buffers;
     for (size_t i : group) {
@@ -59,7 +62,7 @@ bool SGD::update_fused(const TensorList& grads) {
       gs.push_back(grads[i].contiguous());
       if (o.momentum != 0.0) buffers.push_back(state_like(momentum_[i], params_[i]));
     }
-    sgd_step_(params, gs, buffers, step_options, skip_if_);
+    sgd_step_(params, gs, buffers, step_options, skip_if_, lr_on(params[0].device()));
   }
   return true;
 }

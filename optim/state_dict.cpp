@@ -1,5 +1,6 @@
 // Optimizer state_dict / load_state_dict (Adam, AdamW, SGD) with PyTorch's entry names.
 // See Note [Fused optimizer steps] in docs/fused_optimizers.md.
+#include <optional>
 #include <set>
 
 #include "autograd/grad_mode.h"
@@ -21,6 +22,12 @@ double read_number(const Dict& dict, const std::string& key) {
   TG_CHECK(it->second.defined() && it->second.numel() == 1, "[load_state_dict] entry \"", key,
            "\" should hold one number");
   return it->second.to(kCPU, kFloat64).item<double>();
+}
+
+// The learning rate a scheduler recorded, when the dict has one.
+std::optional<double> read_initial_lr(const Dict& dict) {
+  if (!dict.count("param_groups.0.initial_lr")) return std::nullopt;
+  return read_number(dict, "param_groups.0.initial_lr");
 }
 
 // Every key must be one of `groups` ("param_groups.0.<name>") or "state.<i>.<field>" with i a
@@ -79,7 +86,8 @@ void Optimizer::assign_state(Tensor& state, const Tensor& src, const Tensor& p) 
 
 std::map<std::string, Tensor> Adam::state_dict() const {
   Dict out;
-  out["param_groups.0.lr"] = number(lr_);
+  out["param_groups.0.lr"] = number(lr_.peek());
+  if (initial_lr_) out["param_groups.0.initial_lr"] = number(*initial_lr_);  // set by a scheduler, as in PyTorch
   out["param_groups.0.beta1"] = number(options_.beta1);
   out["param_groups.0.beta2"] = number(options_.beta2);
   out["param_groups.0.eps"] = number(options_.eps);
@@ -99,10 +107,11 @@ std::map<std::string, Tensor> Adam::state_dict() const {
 }
 
 void Adam::load_state_dict(const Dict& dict) {
-  check_keys(dict, params_.size(), {"lr", "beta1", "beta2", "eps", "weight_decay"},
+  check_keys(dict, params_.size(), {"lr", "initial_lr", "beta1", "beta2", "eps", "weight_decay"},
              {"step", "exp_avg", "exp_avg_sq"});
   AdamOptions o;
   o.lr = read_number(dict, "param_groups.0.lr");
+  const std::optional<double> initial_lr = read_initial_lr(dict);
   o.beta1 = read_number(dict, "param_groups.0.beta1");
   o.beta2 = read_number(dict, "param_groups.0.beta2");
   o.eps = read_number(dict, "param_groups.0.eps");
@@ -122,6 +131,7 @@ void Adam::load_state_dict(const Dict& dict) {
   // Everything checked: apply.
   options_ = o;
   set_lr(o.lr);
+  if (initial_lr) set_initial_lr(*initial_lr);
   NoGradGuard no_grad;
   step_ = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -142,7 +152,8 @@ void Adam::load_state_dict(const Dict& dict) {
 
 std::map<std::string, Tensor> SGD::state_dict() const {
   Dict out;
-  out["param_groups.0.lr"] = number(lr_);
+  out["param_groups.0.lr"] = number(lr_.peek());
+  if (initial_lr_) out["param_groups.0.initial_lr"] = number(*initial_lr_);  // set by a scheduler, as in PyTorch
   out["param_groups.0.momentum"] = number(options_.momentum);
   out["param_groups.0.dampening"] = number(options_.dampening);
   out["param_groups.0.nesterov"] = number(options_.nesterov ? 1.0 : 0.0);
@@ -154,9 +165,11 @@ std::map<std::string, Tensor> SGD::state_dict() const {
 }
 
 void SGD::load_state_dict(const Dict& dict) {
-  check_keys(dict, params_.size(), {"lr", "momentum", "dampening", "nesterov", "weight_decay"}, {"momentum_buffer"});
+  check_keys(dict, params_.size(), {"lr", "initial_lr", "momentum", "dampening", "nesterov", "weight_decay"},
+             {"momentum_buffer"});
   SGDOptions o;
   o.lr = read_number(dict, "param_groups.0.lr");
+  const std::optional<double> initial_lr = read_initial_lr(dict);
   o.momentum = read_number(dict, "param_groups.0.momentum");
   o.dampening = read_number(dict, "param_groups.0.dampening");
   o.nesterov = read_number(dict, "param_groups.0.nesterov") != 0.0;
@@ -167,6 +180,7 @@ void SGD::load_state_dict(const Dict& dict) {
   }
   options_ = o;
   set_lr(o.lr);
+  if (initial_lr) set_initial_lr(*initial_lr);
   for (size_t i = 0; i < params_.size(); ++i) {
     const std::string key = "state." + std::to_string(i) + ".momentum_buffer";
     if (dict.count(key)) {

@@ -2,7 +2,8 @@
 // parameter of a list. The launch's table (each parameter's pointers, size and first chunk) goes to
 // the kernel by value, so a captured launch needs no device-side table; every block updates one
 // chunk of kChunk elements of one parameter, found by a binary search of the first chunks. Adam's step
-// counts advance in a second, tiny launch once every block has read them.
+// counts advance in a second, tiny launch once every block has read them. A learning rate given as a
+// device scalar is read by every block when it runs, so a recorded launch follows later changes.
 #include "ops/cuda/optim_step.h"
 
 #include <algorithm>
@@ -120,6 +121,18 @@ struct ListPointers {
   }
 };
 
+// Where a kernel reads the learning rate: a float32 or float64 scalar on the device (at most one of
+// the two pointers set), or the options' value when neither is.
+struct LrSource {
+  const float* f32;
+  const double* f64;
+  __device__ double read(double option) const {
+    if (f64 != nullptr) return *f64;
+    if (f32 != nullptr) return static_cast<double>(*f32);
+    return option;
+  }
+};
+
 // Adam's rule over {param, grad, exp_avg, exp_avg_sq} at step t (bias corrections folded in).
 template <typename C>
 struct AdamRule {
@@ -138,12 +151,13 @@ struct AdamRule {
 };
 
 template <typename T, int kCapacity>
-__global__ void adam_kernel(TensorTable<T, 4, kCapacity> table, AdamStepOptions o, const float* skip) {
+__global__ void adam_kernel(TensorTable<T, 4, kCapacity> table, AdamStepOptions o, const float* skip,
+                            LrSource lr) {
   if (skip != nullptr && *skip != 0.f) return;
   using C = acc_type<T>;
   const Chunk chunk = chunk_of_block(table);
   const double t = static_cast<double>(*table.steps[chunk.tensor]) + 1.0;
-  const AdamRule<C> rule{static_cast<C>(o.lr), static_cast<C>(o.beta1), static_cast<C>(o.beta2),
+  const AdamRule<C> rule{static_cast<C>(lr.read(o.lr)), static_cast<C>(o.beta1), static_cast<C>(o.beta2),
                          static_cast<C>(o.eps), static_cast<C>(o.weight_decay),
                          static_cast<C>(1.0 - pow(o.beta1, t)), static_cast<C>(sqrt(1.0 - pow(o.beta2, t))),
                          o.decoupled};
@@ -174,11 +188,13 @@ struct SgdRule {
 };
 
 template <typename T, int kLists, int kCapacity>
-__global__ void sgd_kernel(TensorTable<T, kLists, kCapacity> table, SgdStepOptions o, const float* skip) {
+__global__ void sgd_kernel(TensorTable<T, kLists, kCapacity> table, SgdStepOptions o, const float* skip,
+                           LrSource lr) {
   if (skip != nullptr && *skip != 0.f) return;
   using C = acc_type<T>;
   const Chunk chunk = chunk_of_block(table);
-  const SgdRule<C, kLists> rule{static_cast<C>(o.lr), static_cast<C>(o.momentum), static_cast<C>(o.weight_decay),
+  const SgdRule<C, kLists> rule{static_cast<C>(lr.read(o.lr)), static_cast<C>(o.momentum),
+                                static_cast<C>(o.weight_decay),
                                 static_cast<C>(1.0 - o.dampening), o.nesterov};
   update_range(ListPointers<T, kLists, kCapacity>(table, chunk.tensor).ptrs, chunk.begin, chunk.end, rule);
 }
@@ -222,12 +238,12 @@ void launch_all(const TensorList* const (&lists)[kLists], const TensorList& step
 
 template <typename T>
 void launch_adam(const TensorList* const (&lists)[4], const TensorList& steps, const AdamStepOptions& o,
-                 const float* skip) {
+                 const float* skip, LrSource lr) {
   cudaStream_t stream = current_stream();
   launch_all<T, 4>(lists, steps, [&](const auto& table, unsigned grid) {
     constexpr int kCapacity = std::decay_t<decltype(table)>::kSize;
     if (grid > 0) {
-      adam_kernel<T, kCapacity><<<grid, kThreads, 0, stream>>>(table, o, skip);
+      adam_kernel<T, kCapacity><<<grid, kThreads, 0, stream>>>(table, o, skip, lr);
       TG_CUDA_CHECK_LAUNCH();
     }
     advance_steps_kernel<T, 4, kCapacity><<<1, kThreads, 0, stream>>>(table, skip);
@@ -236,40 +252,49 @@ void launch_adam(const TensorList* const (&lists)[4], const TensorList& steps, c
 }
 
 template <typename T, int kLists>
-void launch_sgd(const TensorList* const (&lists)[kLists], const SgdStepOptions& o, const float* skip) {
+void launch_sgd(const TensorList* const (&lists)[kLists], const SgdStepOptions& o, const float* skip, LrSource lr) {
   cudaStream_t stream = current_stream();
   launch_all<T, kLists>(lists, TensorList{}, [&](const auto& table, unsigned grid) {
     constexpr int kCapacity = std::decay_t<decltype(table)>::kSize;
     if (grid == 0) return;
-    sgd_kernel<T, kLists, kCapacity><<<grid, kThreads, 0, stream>>>(table, o, skip);
+    sgd_kernel<T, kLists, kCapacity><<<grid, kThreads, 0, stream>>>(table, o, skip, lr);
     TG_CUDA_CHECK_LAUNCH();
   });
 }
 
 const float* skip_pointer(const Tensor& skip_if) { return skip_if.defined() ? skip_if.data_ptr<float>() : nullptr; }
 
+LrSource lr_source(const Tensor& lr) {
+  if (!lr.defined()) return {nullptr, nullptr};
+  if (lr.dtype() == kFloat64) return {nullptr, lr.data_ptr<double>()};
+  return {lr.data_ptr<float>(), nullptr};
+}
+
 }  // namespace
 
 void sgd_step(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
-              const SgdStepOptions& options, const Tensor& skip_if) {
+              const SgdStepOptions& options, const Tensor& skip_if, const Tensor& lr) {
   DeviceGuard device(params[0].device().index);
   const float* skip = skip_pointer(skip_if);
+  const LrSource lr_at = lr_source(lr);
   TG_DISPATCH_FLOATING(params[0].dtype(), "sgd_step_", [&] {
     if (momentum_buffers.empty()) {
-      launch_sgd<scalar_t, 2>({&params, &grads}, options, skip);
+      launch_sgd<scalar_t, 2>({&params, &grads}, options, skip, lr_at);
     } else {
-      launch_sgd<scalar_t, 3>({&params, &grads, &momentum_buffers}, options, skip);
+      launch_sgd<scalar_t, 3>({&params, &grads, &momentum_buffers}, options, skip, lr_at);
     }
   });
 }
 
 void adam_step(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
                const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options,
-               const Tensor& skip_if) {
+               const Tensor& skip_if, const Tensor& lr) {
   DeviceGuard device(params[0].device().index);
   const float* skip = skip_pointer(skip_if);
-  TG_DISPATCH_FLOATING(params[0].dtype(), "adam_step_",
-                       [&] { launch_adam<scalar_t>({&params, &grads, &exp_avgs, &exp_avg_sqs}, steps, options, skip); });
+  const LrSource lr_at = lr_source(lr);
+  TG_DISPATCH_FLOATING(params[0].dtype(), "adam_step_", [&] {
+    launch_adam<scalar_t>({&params, &grads, &exp_avgs, &exp_avg_sqs}, steps, options, skip, lr_at);
+  });
 }
 
 }  // namespace tg::cuda

@@ -9,11 +9,13 @@ namespace tg::cuda {
 // Updates params/exp_avgs/exp_avg_sqs/steps in place (validated by the op).
 void adam_step(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
                const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options,
-               const Tensor& skip_if);
+               const Tensor& skip_if, const Tensor& lr);
 
-// Each does nothing when skip_if (a defined float32 scalar on the device) is nonzero, as the kernels decide.
+// Each does nothing when skip_if (a defined float32 scalar on the device) is nonzero, as the kernels
+// decide, and reads the learning rate from lr (a float32 or float64 scalar on the device) when it is
+// defined, from the options otherwise.
 // Updates params (and momentum_buffers, when not empty) in place (validated by the op).
 void sgd_step(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
-              const SgdStepOptions& options, const Tensor& skip_if);
+              const SgdStepOptions& options, const Tensor& skip_if, const Tensor& lr);
 
 }  // namespace tg::cuda
