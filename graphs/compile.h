@@ -26,9 +26,9 @@ struct CompileOptions {
   int cudagraph_max_recordings = 8;     // recordings per segment (new static addresses) before eager
   bool fuse_epilogues = true;           // fuse linear + relu (cuBLASLt epilogue) and relu grad + bias grad
   bool fuse_elementwise = true;         // fuse chains of elementwise ops on CUDA into generated kernels (NVRTC)
-  // With fuse_epilogues, on CUDA also fold ReLU/GELU gradients and bias gradients into the backward
-  // products' cuBLASLt epilogues (DRELU_BGRAD, DGELU_BGRAD, BGRADB). Off by default: on an H100 these
-  // epilogue kernels made the mlp_small and mlp_wide steps slower than the separate kernels.
+  // With fuse_epilogues, on CUDA also fold ReLU gradients and bias gradients into the backward
+  // products' cuBLASLt epilogues (DRELU_BGRAD, BGRADB; GELU gradients stay separate kernels). Off by
+  // default: on an H100 these epilogue kernels made the mlp_small and mlp_wide steps slower.
   bool fuse_gradient_epilogues = false;
   // cudagraphs: record weight- and bias-gradient products and reductions on a second stream, a branch
   // of the CUDA graph that runs beside the input gradients (graphs/cudagraphs/branch_streams.h).

@@ -1,7 +1,8 @@
 // The backward products of linear layers with what follows them fused in, as compiled graphs
 // substitute them on CUDA (each is one cuBLASLt kernel there; separate kernels elsewhere):
 // - the input-side gradient through an activation, with the bias gradient of the layer below
-//   (cuBLASLt's DRELU_BGRAD and DGELU_BGRAD epilogues);
+//   (cuBLASLt's DRELU_BGRAD epilogue for ReLU; the GELU's runs as separate kernels, since
+//   DGELU_BGRAD loses the tanh's far negative tail);
 // - a layer's weight gradient with its bias gradient (BGRADB).
 #pragma once
 

@@ -32,7 +32,8 @@ int fuse_relu_backward_bias_grad(Graph& graph);
 int fuse_relu_mask_gradients(Partition& partition, size_t first_saved);
 
 // On CUDA, mm(g, w) read only by a tanh gelu_backward(h, pre) whose result a bias-gradient
-// sum_to_size also reads become one mm_gelu_tanh_backward_bias_grad(g, w, pre) (DGELU_BGRAD).
+// sum_to_size also reads become one mm_gelu_tanh_backward_bias_grad(g, w, pre) (one node; its
+// kernels stay separate, as cuBLASLt's DGELU_BGRAD loses the tanh's far negative tail).
 // Returns how many it fused.
 int fuse_gelu_tanh_gradients(Graph& graph);
 

@@ -38,7 +38,6 @@ enum class LtEpilogue : uint8_t {
   Relu,          // relu(out + bias)
   ReluMask,      // relu(out + bias); aux: one bit per element, set where out + bias > 0 (aux_ld in bits)
   ReluGrad,      // out * (aux bit set), bias_grad[m] = its sums over the n rows (DRELU_BGRAD)
-  GeluTanhGrad,  // out * gelu_tanh'(aux), bias_grad[m] = its sums over the n rows (DGELU_BGRAD)
   RowSumsOfA,    // out, and bias_grad[n] = the row sums of op(a) over k (BGRADB)
 };
 

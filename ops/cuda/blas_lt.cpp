@@ -108,17 +108,16 @@ cublasLtEpilogue_t lt_epilogue(LtEpilogue e, bool bias) {
     case LtEpilogue::Relu: return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
     case LtEpilogue::ReluMask: return bias ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS : CUBLASLT_EPILOGUE_RELU_AUX;
     case LtEpilogue::ReluGrad: return CUBLASLT_EPILOGUE_DRELU_BGRAD;
-    case LtEpilogue::GeluTanhGrad: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
     case LtEpilogue::RowSumsOfA: return CUBLASLT_EPILOGUE_BGRADB;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
 bool has_aux(LtEpilogue e) {
-  return e == LtEpilogue::ReluMask || e == LtEpilogue::ReluGrad || e == LtEpilogue::GeluTanhGrad;
+  return e == LtEpilogue::ReluMask || e == LtEpilogue::ReluGrad;
 }
 bool writes_bias_grad(LtEpilogue e) {
-  return e == LtEpilogue::ReluGrad || e == LtEpilogue::GeluTanhGrad || e == LtEpilogue::RowSumsOfA;
+  return e == LtEpilogue::ReluGrad || e == LtEpilogue::RowSumsOfA;
 }
 
 // Column-major view of the row-major product (see gemm in blas.cpp): D[m, n] = op(b) @ op(a), with
