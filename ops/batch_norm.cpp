@@ -29,13 +29,24 @@ BatchNormKernelArgs kernel_args(const Shape& sizes, double momentum, double eps)
   return a;
 }
 
-// Checks a [C] operand of `op` against input x.
-void check_channel_operand(const char* op, const char* what, const Tensor& t, const Tensor& x) {
+// The dtype of the saved batch statistics: float32 for 16-bit input, as PyTorch's. Rounded to 16
+// bits, the mean of a nearly constant channel would swamp x - mean in the backward.
+DType stats_dtype(DType x) { return is_low_precision(x) ? kFloat32 : x; }
+
+// Checks a [C] operand of `op` against input x; `dtype` is the one it must have.
+void check_channel_operand(const char* op, const char* what, const Tensor& t, const Tensor& x, DType dtype) {
   const int64_t C = x.sizes()[1];
   TG_CHECK(t.dim() == 1 && t.sizes()[0] == C, "[", op, "] ", what, " of shape ", shape_str(t.sizes()),
            " does not match [", C, "] expected for input of shape ", shape_str(x.sizes()));
-  TG_CHECK(t.dtype() == x.dtype(), "[", op, "] ", what, " has dtype ", dtype_name(t.dtype()), " but input has ",
-           dtype_name(x.dtype()));
+  if (dtype == x.dtype())
+    TG_CHECK(t.dtype() == dtype, "[", op, "] ", what, " has dtype ", dtype_name(t.dtype()), " but input has ",
+             dtype_name(x.dtype()));
+  else
+    TG_CHECK(t.dtype() == dtype, "[", op, "] ", what, " has dtype ", dtype_name(t.dtype()), " but ",
+             dtype_name(dtype), " was expected for input of dtype ", dtype_name(x.dtype()));
+}
+void check_channel_operand(const char* op, const char* what, const Tensor& t, const Tensor& x) {
+  check_channel_operand(op, what, t, x, x.dtype());
 }
 
 // Checks input x [N, C, *] (float32/float64, more than one value per channel).
@@ -49,7 +60,7 @@ void check_input(const char* op, const Tensor& x) {
 }
 
 // Forward: inputs x, weight, bias[, running_mean, running_var]; outputs y, save_mean, save_invstd
-// [, new_running_mean, new_running_var].
+// (float32 for 16-bit x) [, new_running_mean, new_running_var].
 class BatchNormOp final : public Op {
  public:
   BatchNormOp(double momentum, double eps, bool running) : momentum_(momentum), eps_(eps), running_(running) {}
@@ -69,7 +80,8 @@ class BatchNormOp final : public Op {
     const Device device = common_device("batch_norm", in);
     const Shape ch{x.sizes()[1]};
     std::vector<TensorMeta> out{contiguous_meta(x.sizes(), x.dtype(), device)};
-    for (int k = 0; k < (running_ ? 4 : 2); ++k) out.push_back(contiguous_meta(ch, x.dtype(), device));
+    for (int k = 0; k < 2; ++k) out.push_back(contiguous_meta(ch, stats_dtype(x.dtype()), device));
+    for (int k = 0; k < (running_ ? 2 : 0); ++k) out.push_back(contiguous_meta(ch, x.dtype(), device));
     return out;
   }
   void eval(const TensorList& in, TensorList& out) const override {
@@ -112,8 +124,9 @@ class BatchNormBackwardOp final : public Op {
     TG_CHECK(in[0].sizes() == x.sizes() && in[0].dtype() == x.dtype(), "[batch_norm_backward] grad_output of shape ",
              shape_str(in[0].sizes()), " and dtype ", dtype_name(in[0].dtype()), " does not match input of shape ",
              shape_str(x.sizes()), " and dtype ", dtype_name(x.dtype()));
-    const char* names[] = {"grad_output", "input", "weight", "save_mean", "save_invstd"};
-    for (size_t i = 2; i < in.size(); ++i) check_channel_operand("batch_norm_backward", names[i], in[i], x);
+    check_channel_operand("batch_norm_backward", "weight", in[2], x);
+    check_channel_operand("batch_norm_backward", "save_mean", in[3], x, stats_dtype(x.dtype()));
+    check_channel_operand("batch_norm_backward", "save_invstd", in[4], x, stats_dtype(x.dtype()));
     const Device device = common_device("batch_norm_backward", in);
     const Shape ch{x.sizes()[1]};
     return {contiguous_meta(x.sizes(), x.dtype(), device), contiguous_meta(ch, x.dtype(), device),
