@@ -1,6 +1,6 @@
 // Which forward nodes the min-cut partitioner recomputes in the backward: cheap ones (elementwise,
 // views, norms), never the compute-intensive ones (kComputeIntensive: products, convolutions,
-// recurrences), which it saves instead.
+// recurrences) nor reductions that shrink their input fourfold, which it saves instead.
 #include <gtest/gtest.h>
 
 #include "support/test_support.h"
@@ -47,6 +47,19 @@ TEST(MinCutRecompute, NeverRecomputesComputeIntensiveOps) {
       EXPECT_TRUE(graphs::is_recomputable(*n.op)) << n.op->name();
     }
   EXPECT_TRUE(recomputed_ops(*plain.last_partition()).empty());
+}
+
+// A global pool reads 64 times the bytes it writes: min_cut saves its result rather than recompute
+// it from the activation before it (PyTorch's fourfold-shrink rule), as on resnet_tiny.
+TEST(MinCutRecompute, ShrinkingReductionsAreSaved) {
+  manual_seed(0);
+  nn::Conv2d conv(2, 4, Shape{3}, Shape{1}, ConvPadding(1));
+  nn::Linear fc(4, 3);
+  auto fn = [&](const Tensor& x) { return fc(adaptive_avg_pool2d(conv(x).relu(), {1, 1}).flatten(1)).sum(); };
+  auto min_cut = compile(fn, {.backend = "aot_eager", .partitioner = "min_cut"});
+  min_cut(randn({2, 2, 8, 8})).backward();
+  for (const std::string& name : recomputed_ops(*min_cut.last_partition()))
+    EXPECT_NE(name, "adaptive_avg_pool2d") << "the pool was recomputed in the backward";
 }
 
 TEST(MinCutRecompute, ComputeIntensiveOpsCarryTheFlag) {

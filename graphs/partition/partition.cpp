@@ -110,6 +110,19 @@ std::vector<ValueId> boundary_values(const Graph& g, const std::vector<int32_t>&
   return {out.begin(), out.end()};
 }
 
+// A reduction whose inputs hold over four times the bytes of its outputs (a global pool, a sum over
+// a dim): recomputing it rereads much more than saving its result costs, so min_cut saves it, as
+// PyTorch's min-cut partitioner does.
+bool shrinks_fourfold(const Graph& g, const GraphNode& node) {
+  if (node.op->has(kElementwise) || node.op->has(kView)) return false;
+  int64_t in_bytes = 0, out_bytes = 0;
+  for (ValueId u : node.inputs)
+    if (u >= 0) in_bytes += bytes_of(g.values[static_cast<size_t>(u)]);
+  for (ValueId v : node.outputs)
+    if (v >= 0) out_bytes += bytes_of(g.values[static_cast<size_t>(v)]);
+  return in_bytes > 4 * out_bytes;
+}
+
 // Min-cut choice of saved values: the cheapest set (in bytes) from which every boundary value can
 // be recomputed with recomputable forward ops.
 std::vector<ValueId> min_cut_saved(const Graph& g, const std::vector<ValueId>& boundary) {
@@ -129,7 +142,7 @@ std::vector<ValueId> min_cut_saved(const Graph& g, const std::vector<ValueId>& b
     }
     net.add_edge(in(v), out(v), std::max<int64_t>(bytes_of(val), 1));
     const GraphNode& producer = g.nodes[static_cast<size_t>(val.producer)];
-    if (!is_recomputable(*producer.op)) {
+    if (!is_recomputable(*producer.op) || shrinks_fourfold(g, producer)) {
       net.add_edge(source, in(v), FlowNetwork::kInfinite);
     } else {
       for (ValueId u : producer.inputs) {
