@@ -118,7 +118,8 @@ TEST(CompiledStep, AdamIsOneFusedNodeRunInPlace) {
   EXPECT_EQ(ops.count("copy_back_"), 0u);
 }
 
-TEST(CompiledStep, LearningRateChangeRetraces) {
+// The learning rate lives on the device: a new one is read by the same trace, not re-traced.
+TEST(CompiledStep, LearningRateChangeTakesEffectWithoutARetrace) {
   Tensor p = randn({3}).requires_grad_(true);
   SGD sgd({p}, {.lr = 0.1});
   CompiledStep step(sgd, {.backend = "aot_eager"});
@@ -126,11 +127,14 @@ TEST(CompiledStep, LearningRateChangeRetraces) {
     p.set_grad(ones({3}));
     step.step();
   }
+  const int traces = step.counters().compilations;
+  EXPECT_EQ(traces, 1);
   sgd.set_lr(0.5);
   Tensor before = p.detach().clone();
   p.set_grad(ones({3}));
   step.step();
   testing::expect_close(p.detach(), before - 0.5);
+  EXPECT_EQ(step.counters().compilations, traces);
 }
 
 TEST(CompiledStep, CudaGraphSgdAndAdam) {
