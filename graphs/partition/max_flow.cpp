@@ -60,25 +60,6 @@ int64_t FlowNetwork::max_flow(int source, int sink) {
   return total;
 }
 
-std::vector<bool> FlowNetwork::source_side(int source) const {
-  std::vector<bool> seen(adjacency_.size(), false);
-  std::queue<int> q;
-  seen[static_cast<size_t>(source)] = true;
-  q.push(source);
-  while (!q.empty()) {
-    const int v = q.front();
-    q.pop();
-    for (int e : adjacency_[static_cast<size_t>(v)]) {
-      const Edge& edge = edges_[static_cast<size_t>(e)];
-      if (edge.capacity > 0 && !seen[static_cast<size_t>(edge.to)]) {
-        seen[static_cast<size_t>(edge.to)] = true;
-        q.push(edge.to);
-      }
-    }
-  }
-  return seen;
-}
-
 std::vector<bool> FlowNetwork::sink_side(int sink) const {
   std::vector<bool> seen(adjacency_.size(), false);
   std::queue<int> q;

@@ -8,7 +8,7 @@
 
 namespace tg::graphs {
 
-// A flow network; after max_flow(), source_side() and sink_side() tell the two extreme minimum cuts.
+// A flow network; after max_flow(), sink_side() tells the minimum cut nearest the sink.
 class FlowNetwork {
  public:
   static constexpr int64_t kInfinite = std::numeric_limits<int64_t>::max() / 4;
@@ -17,9 +17,6 @@ class FlowNetwork {
   void add_edge(int from, int to, int64_t capacity);
   // Pushes the maximum flow from source to sink and returns its value.
   int64_t max_flow(int source, int sink);
-  // Vertices reachable from the source in the residual network (valid after max_flow): the source
-  // side of the minimum cut nearest the source.
-  std::vector<bool> source_side(int source) const;
   // Vertices that reach the sink in the residual network (valid after max_flow): the sink side of
   // the minimum cut nearest the sink.
   std::vector<bool> sink_side(int sink) const;
