@@ -30,14 +30,15 @@ std::optional<std::string> capture_blocker(const Graph& graph, const GraphNode& 
 SegmentPlan plan_segments(const Graph& graph, DeviceType capture_on) {
   SegmentPlan plan;
   // Blocked nodes without inputs (host-data constants) run first, so they do not cut a graph in two.
+  std::vector<std::optional<std::string>> blockers;
   std::vector<size_t> order, rest;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    const bool hoisted = graph.nodes[i].inputs.empty() && capture_blocker(graph, graph.nodes[i], capture_on);
-    (hoisted ? order : rest).push_back(i);
+    blockers.push_back(capture_blocker(graph, graph.nodes[i], capture_on));
+    (graph.nodes[i].inputs.empty() && blockers.back() ? order : rest).push_back(i);
   }
   order.insert(order.end(), rest.begin(), rest.end());
   for (size_t i : order) {
-    const std::optional<std::string> blocker = capture_blocker(graph, graph.nodes[i], capture_on);
+    const std::optional<std::string>& blocker = blockers[i];
     const bool captured = !blocker.has_value();
     if (plan.segments.empty() || plan.segments.back().captured != captured) {
       Segment next;
