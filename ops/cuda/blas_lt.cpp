@@ -243,9 +243,7 @@ void keep_nan_propagating(cublasLtHandle_t lt, Plan& p, const Gemm& g, void* wor
 // output overlaps an input (a ReLU epilogue then goes unused), nor during graph capture (nothing may
 // synchronize there).
 void tune(cublasLtHandle_t lt, Plan& p, const Gemm& g, LtEpilogue e, void* workspace) {
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  TG_CUDA_CHECK(cudaStreamIsCapturing(current_stream(), &capturing));
-  if (capturing != cudaStreamCaptureStatusNone) return;
+  if (current_stream_capturing()) return;
   p.tuned = true;
   const Extent out = extent_out(g);
   const bool out_overlaps_input = out.overlaps(extent_a(g)) || out.overlaps(extent_b(g));

@@ -108,12 +108,6 @@ std::string cache_key(const char* direction, const Shape& xs, const Shape& ws, D
 // Largest workspace the timed search may use.
 constexpr size_t kMaxSearchWorkspace = size_t{256} << 20;
 
-bool capturing() {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  TG_CUDA_CHECK(cudaStreamIsCapturing(current_stream(), &status));
-  return status != cudaStreamCaptureStatusNone;
-}
-
 bool uses_tensor_cores(cudnnMathType_t m) { return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION; }
 
 // Heuristic suggestions, best first, keeping those cuDNN supports here with their workspace sizes.
@@ -177,7 +171,7 @@ class SearchWorkspace {
 template <typename Perf, typename Find>
 Choice pick(const char* what, bool tensor_cores, const std::vector<Choice>& heuristic, size_t search_bytes, Find find) {
   TG_CHECK(!heuristic.empty(), "[", what, "] cuDNN reports no supported algorithm for this convolution");
-  if (capturing()) return heuristic.front();
+  if (current_stream_capturing()) return heuristic.front();
   TG_CUDA_CHECK(cudaStreamSynchronize(current_stream()));  // the operands are ready before the driver allocation
   const SearchWorkspace ws(search_bytes);
   std::vector<Perf> perf(16);

@@ -80,12 +80,6 @@ std::string cache_key(const char* direction, const TensorMeta& q, const TensorMe
   return s.str();
 }
 
-bool capturing() {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  TG_CUDA_CHECK(cudaStreamIsCapturing(current_stream(), &status));
-  return status != cudaStreamCaptureStatusNone;
-}
-
 // The cached graph under `key`, built by `make` on first use.
 template <typename Make>
 std::shared_ptr<const Built> cached(const std::string& key, int device, Make make) {
@@ -94,8 +88,8 @@ std::shared_ptr<const Built> cached(const std::string& key, int device, Make mak
     auto it = g_cache.find(key);
     if (it != g_cache.end()) return it->second;
   }
-  TG_CHECK(!capturing(), "[flash_attention] a new attention shape was met during CUDA graph capture; cuDNN builds ",
-           "its graph outside a capture (run the call once before capturing)");
+  TG_CHECK(!current_stream_capturing(), "[flash_attention] a new attention shape was met during CUDA graph ",
+           "capture; cuDNN builds its graph outside a capture (run the call once before capturing)");
   DeviceGuard guard(device);
   cudnnHandle_t handle = cudnn_handle(device);
   auto b = std::make_shared<Built>();

@@ -29,6 +29,13 @@ cudaStream_t current_stream();
 // Makes `stream` current for this thread (nullptr: the default stream).
 void set_current_stream(cudaStream_t stream);
 
+// True while the current stream is being captured into a CUDA graph (nothing may synchronize then).
+inline bool current_stream_capturing() {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  TG_CUDA_CHECK(cudaStreamIsCapturing(current_stream(), &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
 // Makes a stream current for its lifetime, then the one current before.
 class StreamGuard {
  public:
