@@ -116,7 +116,10 @@ void DataLoader::stop() {
   if (worker_.joinable()) worker_.join();
 }
 
-void DataLoader::start_epoch(int64_t epoch) {
+void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
+  const int64_t batches = num_batches();
+  TG_CHECK(first_batch >= 0 && first_batch <= batches, "[DataLoader] start_epoch: first_batch must be in [0, ",
+           batches, "] (the batches per epoch), got ", first_batch);
   stop();
   std::vector<int64_t> indices = sampler_->indices(epoch);
   for (int64_t i : indices) {
@@ -125,6 +128,10 @@ void DataLoader::start_epoch(int64_t epoch) {
   }
   const auto n = static_cast<int64_t>(indices.size());
   if (options_.drop_last) indices.resize(static_cast<size_t>(n / options_.batch_size * options_.batch_size));
+  const auto skipped = std::min(static_cast<size_t>(first_batch * options_.batch_size), indices.size());
+  indices.erase(indices.begin(), indices.begin() + static_cast<std::ptrdiff_t>(skipped));
+  epoch_ = epoch;
+  batch_index_ = first_batch;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = false;
@@ -174,6 +181,16 @@ void DataLoader::produce(std::vector<int64_t> indices) {
   }
 }
 
+DataLoader::Iterator DataLoader::begin() {
+  bool under_way = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    under_way = worker_.joinable() && remaining_ > 0;
+  }
+  if (!under_way) start_epoch(epoch_ + 1);
+  return Iterator(this);
+}
+
 std::optional<TensorList> DataLoader::next() {
   int s = 0;
   {
@@ -186,6 +203,7 @@ std::optional<TensorList> DataLoader::next() {
     s = ready_.front();
     ready_.pop_front();
     --remaining_;
+    ++batch_index_;
   }
   Slot& slot = *slots_[static_cast<size_t>(s)];
   // A full batch travels as the whole block, in one copy; a short one tensor by tensor.

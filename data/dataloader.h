@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -34,28 +35,42 @@ struct DataLoaderOptions {
   bool static_buffers = false;
 };
 
-// Iterates over batches of a TensorDataset, one epoch per start_epoch(). Each batch is one tensor
-// per dataset tensor (rows picked by the sampler, stacked along dimension 0). Batches of equal
-// shapes feed compiled functions without recompiling or re-recording.
+// Iterates over batches of a TensorDataset, one epoch per start_epoch() or per range-for. Each
+// batch is one tensor per dataset tensor (rows picked by the sampler, stacked along dimension 0).
+// Batches of equal shapes feed compiled functions without recompiling or re-recording.
 //
 //   DataLoader loader(dataset, {.batch_size = 64, .shuffle = true, .device = cuda_device(0)});
-//   for (int64_t epoch = 0; epoch < n; ++epoch) {
-//     loader.start_epoch(epoch);
-//     while (auto batch = loader.next()) step((*batch)[0], (*batch)[1]);
-//   }
+//   for (int64_t epoch = 0; epoch < n; ++epoch)
+//     for (TensorList& batch : loader) step(batch[0], batch[1]);  // epochs 0, 1, ... in turn
+//
+// or, with the epoch named (a resumed run starts mid-epoch at the batch it had reached):
+//
+//   loader.start_epoch(epoch, first_batch);
+//   while (auto batch = loader.next()) step((*batch)[0], (*batch)[1]);
 class DataLoader {
  public:
+  class Iterator;
   DataLoader(TensorDataset dataset, DataLoaderOptions options, std::shared_ptr<Sampler> sampler = nullptr);
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
-  // Starts epoch `epoch` (the sampler's order for it); an unfinished epoch is abandoned.
-  void start_epoch(int64_t epoch);
+  // Starts epoch `epoch` (the sampler's order for it) at batch `first_batch` (0: its beginning; a
+  // resumed run passes the batch_index() it saved); an unfinished epoch is abandoned.
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
   // The next batch of the current epoch, or nothing at its end.
   std::optional<TensorList> next();
   // Batches per epoch.
   int64_t num_batches() const;
+  // The current epoch (-1 before the first), and the batches of it handed out so far (those
+  // skipped by start_epoch's first_batch included): with the sampler's seed, the loader's position.
+  int64_t epoch() const { return epoch_; }
+  int64_t batch_index() const { return batch_index_; }
+
+  // A range-for over the loader runs one epoch: the one under way if there is one (started by
+  // start_epoch() and not yet at its end, or left by a break), else the next (0 first).
+  Iterator begin();
+  std::default_sentinel_t end() const { return {}; }
   const DataLoaderOptions& options() const { return options_; }
 
  private:
@@ -83,10 +98,31 @@ class DataLoader {
   std::deque<int> ready_;     // filled slots in batch order
   std::deque<int> free_;      // slots the producer may fill
   int64_t remaining_ = 0;     // batches of this epoch not yet handed out
+  int64_t epoch_ = -1;
+  int64_t batch_index_ = 0;
   bool stopping_ = false;
   bool producer_waiting_ = false;  // the worker sleeps until a slot is free
   bool consumer_waiting_ = false;  // next() sleeps until a batch is ready
   std::thread worker_;
+};
+
+// An input iterator over one epoch's batches; it reaches the end when next() gives nothing.
+class DataLoader::Iterator {
+ public:
+  using value_type = TensorList;
+  using difference_type = std::ptrdiff_t;
+  explicit Iterator(DataLoader* loader) : loader_(loader), batch_(loader->next()) {}
+  TensorList& operator*() { return *batch_; }
+  Iterator& operator++() {
+    batch_ = loader_->next();
+    return *this;
+  }
+  void operator++(int) { ++*this; }
+  bool operator==(std::default_sentinel_t) const { return !batch_.has_value(); }
+
+ private:
+  DataLoader* loader_;
+  std::optional<TensorList> batch_;
 };
 
 }  // namespace tg::data

@@ -171,6 +171,60 @@ TEST(DataLoader, StaticBuffersKeepTheirAddresses) {
   }
 }
 
+// The labels of each batch a range-for over the loader visits.
+std::vector<std::vector<int64_t>> range_labels(DataLoader& loader) {
+  std::vector<std::vector<int64_t>> out;
+  for (TensorList& batch : loader) out.push_back(batch[1].to_vector<int64_t>());
+  return out;
+}
+
+TEST(DataLoader, RangeForRunsOneEpochPerLoopInOrder) {
+  DataLoader loader(ten(), {.batch_size = 3, .shuffle = true, .seed = 5});
+  DataLoader reference(ten(), {.batch_size = 3, .shuffle = true, .seed = 5});
+  EXPECT_EQ(loader.epoch(), -1);
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    EXPECT_EQ(range_labels(loader), epoch_labels(reference, epoch)) << "epoch " << epoch;
+    EXPECT_EQ(loader.epoch(), epoch);
+    EXPECT_EQ(loader.batch_index(), 4);
+  }
+}
+
+TEST(DataLoader, RangeForContinuesAnEpochLeftByBreak) {
+  DataLoader loader(ten(), {.batch_size = 2, .shuffle = true, .seed = 3});
+  DataLoader reference(ten(), {.batch_size = 2, .shuffle = true, .seed = 3});
+  const auto whole = epoch_labels(reference, 0);
+  std::vector<std::vector<int64_t>> seen;
+  for (TensorList& batch : loader) {
+    seen.push_back(batch[1].to_vector<int64_t>());
+    if (seen.size() == 2) break;
+  }
+  EXPECT_EQ(loader.batch_index(), 2);
+  for (auto& labels : range_labels(loader)) seen.push_back(labels);
+  EXPECT_EQ(seen, whole);
+  EXPECT_EQ(range_labels(loader), epoch_labels(reference, 1));  // then the next epoch
+}
+
+TEST(DataLoader, StartEpochAtABatchResumesMidEpoch) {
+  DataLoader loader(ten(), {.batch_size = 3, .shuffle = true, .seed = 9, .drop_last = true});
+  DataLoader reference(ten(), {.batch_size = 3, .shuffle = true, .seed = 9, .drop_last = true});
+  const auto whole = epoch_labels(reference, 4);
+  loader.start_epoch(4, 1);
+  EXPECT_EQ(loader.epoch(), 4);
+  EXPECT_EQ(loader.batch_index(), 1);
+  EXPECT_EQ(range_labels(loader), std::vector<std::vector<int64_t>>(whole.begin() + 1, whole.end()));
+  EXPECT_EQ(loader.batch_index(), 3);
+  // Resuming at the very end of an epoch: the range-for goes on with the next one.
+  loader.start_epoch(4, 3);
+  EXPECT_EQ(range_labels(loader), epoch_labels(reference, 5));
+  EXPECT_EQ(loader.epoch(), 5);
+}
+
+TEST(DataLoader, StartEpochRejectsABatchPastTheEpoch) {
+  DataLoader loader(ten(), {.batch_size = 3});
+  EXPECT_THROW_MSG(loader.start_epoch(0, 5), "first_batch must be in [0, 4]");
+  EXPECT_THROW_MSG(loader.start_epoch(0, -1), "got -1");
+}
+
 TEST(DataLoader, BatchesReplayCudaGraphsWithoutReRecording) {
   TG_REQUIRE_CUDA();
   expect_no_rerecording("cudagraphs", cuda_device(0));
