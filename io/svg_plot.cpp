@@ -61,8 +61,8 @@ double nice_step(double raw) {
   return (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * magnitude;
 }
 
-// Ticks for data in [min, max]. A constant (or empty) range is widened first, so nothing divides
-// by a zero span.
+// The axis for data in [min, max]: 4% margins so no curve runs along the frame, and ticks at nice
+// steps inside. A constant (or empty) range is widened first, so nothing divides by a zero span.
 Axis make_axis(double min, double max) {
   if (!(max > min)) {
     const double pad = min != 0 ? std::abs(min) * 0.1 : 1.0;
@@ -73,17 +73,15 @@ Axis make_axis(double min, double max) {
   const double span = max - min;
   if (std::isfinite(span) && span > 0) {
     const double step = nice_step(span / 5);
-    const double lo = std::floor(min / step) * step, hi = std::ceil(max / step) * step;
-    const double count = std::round((hi - lo) / step);
-    // Steps too small to change the tick values (span far below the values' precision) fall through.
-    if (step > 0 && std::isfinite(lo) && std::isfinite(hi) && hi > lo && count <= 20 && lo + step != lo) {
+    const double lo = min - 0.04 * span, hi = max + 0.04 * span;
+    const double first = std::ceil(lo / step), last = std::floor(hi / step);
+    // Steps too small to change the tick values (a span far below the values' precision) fall through.
+    if (step > 0 && std::isfinite(lo) && std::isfinite(hi) && last >= first && last - first <= 20 &&
+        first * step + step != first * step) {
       a.lo = lo;
       a.hi = hi;
-      for (int i = 0; i <= static_cast<int>(count); ++i) {
-        const double t = lo + i * step;
-        a.ticks.push_back(std::abs(t) < step * 1e-9 ? 0.0 : t);  // no "-0" or 1e-17 labels
-      }
-      const double biggest = std::max(std::abs(lo), std::abs(hi));
+      for (double i = first; i <= last; ++i) a.ticks.push_back(i == 0 ? 0.0 : i * step);  // i * step: no drift
+      const double biggest = std::max(std::abs(min), std::abs(max));
       if (biggest < 1e6 && step >= 1e-4) {
         const int decimals = std::max(0, -static_cast<int>(std::floor(std::log10(step) + 1e-9)));
         a.label_format = "%." + std::to_string(decimals) + "f";

@@ -293,8 +293,11 @@ TEST_F(SvgPlotTest, LossCurvesWithLegendAndTitle) {
   EXPECT_NE(svg.find(">Loss &quot;curves&quot;</text>"), std::string::npos);
   EXPECT_NE(svg.find(">step</text>"), std::string::npos);
   EXPECT_EQ(count(svg, "<polyline"), 2u);
-  EXPECT_NE(svg.find(">2.5</text>"), std::string::npos);  // y ticks at 0.5 steps up to 2.5
-  EXPECT_NE(svg.find(">3.0</text>"), std::string::npos);  // x ticks 0.0 .. 3.0 at 0.5 steps
+  // y ticks (right-aligned) at 0.5 steps from 0.5 to 2.0: 2.3 plus its margin stays below 2.5.
+  EXPECT_NE(svg.find("\"end\">0.5</text>"), std::string::npos);
+  EXPECT_NE(svg.find("\"end\">2.0</text>"), std::string::npos);
+  EXPECT_EQ(svg.find("\"end\">2.5</text>"), std::string::npos);
+  EXPECT_NE(svg.find("\"middle\">3.0</text>"), std::string::npos);  // x ticks 0.0 .. 3.0 at 0.5 steps
 }
 
 TEST_F(SvgPlotTest, NonFiniteValuesBreakTheLine) {

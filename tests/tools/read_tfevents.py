@@ -185,8 +185,11 @@ def main(argv):
     except (FormatError, OSError, UnicodeDecodeError) as e:
         sys.stderr.write("read_tfevents: %s\n" % e)
         return 1
-    json.dump(result, sys.stdout, indent=1)
-    sys.stdout.write("\n")
+    try:
+        sys.stdout.write(json.dumps(result, indent=1) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # piped into head and the like
+        sys.stderr.close()
     return 0
 
 
