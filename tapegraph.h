@@ -13,6 +13,8 @@
 #include "graphs/compile.h"
 #include "graphs/runtime/cudagraph_step.h"
 #include "io/safetensors.h"
+#include "io/summary_writer.h"
+#include "io/svg_plot.h"
 #include "nn/nn.h"
 #include "ops/attention.h"
 #include "ops/flash_attention.h"
