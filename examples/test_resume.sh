@@ -11,7 +11,7 @@ if [ ! -s "$data" ]; then
 fi
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-common=(--data "$data" --epochs 3 --target 0 "$@")
+common=(--data "$data" --epochs 3 --target 0 --logdir "$tmp/logs" "$@")
 "$prog" "${common[@]}" --save "$tmp/full.safetensors" >/dev/null
 "$prog" "${common[@]}" --epochs 1 --save "$tmp/part.safetensors" >/dev/null
 "$prog" "${common[@]}" --resume "$tmp/part.safetensors" --save "$tmp/resumed.safetensors" | grep resumed

@@ -4,6 +4,9 @@
 //
 //   train_digits [--device cpu|cuda] [--compile none|aot_eager|cudagraphs] [--model mlp|cnn] [--epochs N]
 //                [--data PATH] [--batch-size B] [--lr LR] [--seed S] [--save PATH] [--resume PATH] [--target ACC]
+//                [--logdir DIR]
+// It logs the loss and held-out accuracy per epoch as TensorBoard scalars in DIR (default
+// runs/digits) and draws the loss curve there as loss.svg.
 #include <unistd.h>
 #include <zlib.h>
 
@@ -21,6 +24,8 @@
 #include "data/dataloader.h"
 #include "graphs/counters.h"
 #include "io/safetensors.h"
+#include "io/summary_writer.h"
+#include "io/svg_plot.h"
 #include "examples/digits_models.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
@@ -41,6 +46,7 @@ struct Options {
   std::string data = ".data/digits.csv.gz";
   std::string save;     // checkpoint written after every epoch
   std::string resume;   // checkpoint to continue from
+  std::string logdir = "runs/digits";  // TensorBoard event files and the loss curve
   double target = -1;  // below 0: the model's default target
   int batch_size = 64;
   double lr = 3e-3;
@@ -52,7 +58,7 @@ struct Options {
   std::fprintf(code ? stderr : stdout,
                "usage: %s [--device cpu|cuda] [--compile none|aot_eager|cudagraphs] [--model mlp|cnn] [--epochs N]\n"
                "          [--data PATH] [--batch-size B] [--lr LR] [--seed S] [--save PATH] [--resume PATH]\n"
-               "          [--target ACC]\n",
+               "          [--target ACC] [--logdir DIR]\n",
                argv0);
   std::exit(code);
 }
@@ -80,6 +86,7 @@ Options parse(int argc, char** argv) {
     else if (flag == "--compile") o.compile = value;
     else if (flag == "--save") o.save = value;
     else if (flag == "--resume") o.resume = value;
+    else if (flag == "--logdir") o.logdir = value;
     else if (flag == "--target") o.target = number<double>(flag, value);
     else if (flag == "--epochs") o.epochs = number<int>(flag, value);
     else if (flag == "--data") o.data = value;
@@ -215,6 +222,8 @@ void draw_bar(bool live, int epoch, int epochs, int64_t done, int64_t total, dou
 static int run(int argc, char** argv) {
   const Options opt = parse(argc, argv);
   const Digits data = load_digits(opt.data);
+  tg::SummaryWriter writer(opt.logdir);  // before training: an unwritable directory costs nothing
+  tg::PlotSeries loss_curve{.name = "train loss"};
   const int64_t n = data.size();
   const int64_t n_train = n * 4 / 5;
 
@@ -312,7 +321,12 @@ static int run(int argc, char** argv) {
     acc = accuracy(*model, x_test, y_test);
     char tail[64];
     std::snprintf(tail, sizeof tail, "  held-out acc %.2f%%\n", 100.0 * acc);
-    draw_bar(live, epoch, opt.epochs, batches, batches, loss_sum.item<float>() / static_cast<double>(batches), tail);
+    const double epoch_loss = loss_sum.item<float>() / static_cast<double>(batches);
+    draw_bar(live, epoch, opt.epochs, batches, batches, epoch_loss, tail);
+    writer.add_scalar("train/loss", static_cast<float>(epoch_loss), epoch);
+    writer.add_scalar("test/accuracy", static_cast<float>(acc), epoch);
+    loss_curve.x.push_back(epoch);
+    loss_curve.y.push_back(epoch_loss);
     if (!opt.save.empty()) save_checkpoint(opt.save, *model, optimizer, epoch);
   }
   if (first_epoch > opt.epochs) acc = accuracy(*model, x_test, y_test);
@@ -340,6 +354,10 @@ static int run(int argc, char** argv) {
       for (const auto& [r, k] : c->cudagraph_skips) std::printf("  not captured (%d): %s\n", k, r.c_str());
     }
   }
+  writer.flush();
+  const std::string svg = opt.logdir + "/loss.svg";
+  tg::write_svg_plot(svg, {loss_curve}, {.title = "train_digits", .x_label = "epoch", .y_label = "cross-entropy"});
+  std::printf("event files: %s; loss curve: %s\n", opt.logdir.c_str(), svg.c_str());
   if (acc < opt.target) {
     std::fprintf(stderr, "held-out accuracy %.2f%% is below the %.0f%% target\n", 100.0 * acc, 100.0 * opt.target);
     return 3;
