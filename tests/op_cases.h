@@ -243,6 +243,10 @@ inline std::vector<OpCase> all_op_cases() {
            [](L x) { return index_select(x[0], 1, x[1]); });
   add_case("index_add", [] { return TensorList{uniform({4, 3}), index({1, 3, 1}), uniform({3, 3})}; },
            [](L x) { return index_add(x[0], 0, x[1], x[2]); });
+  // Distinct random values: the chosen positions stay put under the finite-difference steps.
+  add_case("topk", [] { return TensorList{uniform({3, 5})}; }, [](L x) { return topk(x[0], 2).first; });
+  add_case("topk_dim0_smallest", [] { return TensorList{uniform({4, 3})}; },
+           [](L x) { return topk(x[0], 3, 0, /*largest=*/false).first; });
 
   // ---- losses ----
   add_case("mse_loss", [] { return TensorList{uniform({3, 4}), uniform({3, 4})}; },

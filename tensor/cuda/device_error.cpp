@@ -48,6 +48,8 @@ const char* op_name(int32_t op) {
     case DeviceErrorOp::IndexAdd: return "index_add";
     case DeviceErrorOp::NllLoss: return "nll_loss";
     case DeviceErrorOp::NllLossBackward: return "nll_loss_backward";
+    case DeviceErrorOp::MultinomialBadWeight:
+    case DeviceErrorOp::MultinomialZeroSum: return "multinomial";
     case DeviceErrorOp::None: break;
   }
   return "unknown op";
@@ -104,6 +106,11 @@ void raise_device_error(int device, const DeviceErrorRecord* seen) {
     case DeviceErrorOp::NllLossBackward:
       TG_FAIL("[", op, "] target ", e.value, " is out of range for ", e.bound, " classes (at batch index ", e.where,
               ")", origin);
+    case DeviceErrorOp::MultinomialBadWeight:
+      TG_FAIL("[", op, "] probability tensor contains either inf, nan or element < 0 (row ", e.where, ", category ",
+              e.value, ")", origin);
+    case DeviceErrorOp::MultinomialZeroSum:
+      TG_FAIL("[", op, "] invalid multinomial distribution (sum of probabilities <= 0) in row ", e.where, origin);
     case DeviceErrorOp::None: break;
   }
   TG_FAIL("[cuda] a kernel reported an error of unknown kind ", e.op, origin);

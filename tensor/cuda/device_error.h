@@ -1,4 +1,4 @@
-// Errors found by kernels (an out-of-range index or class target) without a host synchronization:
+// Errors found by kernels (an out-of-range index or class target, bad sampling weights) without a host synchronization:
 // the kernel records the first one in a per-device record, and the host reads that record at the
 // next point where it synchronizes anyway (a device-to-host copy such as item() or cpu(), and
 // cuda::synchronize()), raising tg::Error there. The record's address never changes, so kernels
@@ -12,7 +12,15 @@
 namespace tg::cuda {
 
 // Which op reported an error (0: none).
-enum class DeviceErrorOp : int32_t { None = 0, IndexSelect, IndexAdd, NllLoss, NllLossBackward };
+enum class DeviceErrorOp : int32_t {
+  None = 0,
+  IndexSelect,
+  IndexAdd,
+  NllLoss,
+  NllLossBackward,
+  MultinomialBadWeight,  // a negative, infinite or NaN weight (value: its category, where: its row)
+  MultinomialZeroSum,    // a row whose weights sum to zero (where: the row)
+};
 
 // The first error a kernel reported on a device since the host last read it.
 struct DeviceErrorRecord {
