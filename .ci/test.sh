@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 
 build="${BUILD_DIR:-build}"
 jobs="${JOBS:-2}"
+# The examples' data (Debian packages, downloaded but not installed); their tests skip without it.
+bash examples/fetch_digits.sh || echo "digits data not fetched: the train_digits tests will skip"
+bash examples/fetch_fortunes.sh || echo "fortunes corpus not fetched: the train_gpt tests will skip"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build" -j "$jobs"
 ctest --test-dir "$build" --output-on-failure -j "$jobs"

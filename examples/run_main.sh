@@ -1,11 +1,5 @@
 #!/usr/bin/env bash
-# Builds and runs the digits training example; arguments go to the program
-# (e.g. --device cpu, --epochs 30). Uses the CUDA backend when nvcc is found.
+# The main job: trains the GPT example on the fortunes corpus (examples/run_gpt.sh), with the GPU
+# preset when a GPU is present and the CPU preset otherwise; arguments go to train_gpt.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-
-build="${BUILD_DIR:-build}"
-[ -s .data/digits.csv.gz ] || bash examples/fetch_digits.sh
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" --target train_digits -j "$(nproc)"
-"$build/examples/train_digits" "$@"
+exec bash "$(dirname "$0")/run_gpt.sh" "$@"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages tapegraph needs to build, test and benchmark (a no-op when all
-# are present). The digits data for the example is fetched by examples/run_main.sh when missing.
+# are present). The examples fetch their data (the fortunes corpus, the digits) when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
