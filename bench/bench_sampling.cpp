@@ -50,7 +50,8 @@ void BM_sample_step(benchmark::State& state, bool cuda, bool compiled) {
   const auto dev = device_or_skip(state, cuda);
   if (!dev) return;
   const tg::Tensor logits = tg::randn({state.range(0), kVocab}, {.device = *dev});
-  auto f = tg::compile([](const tg::Tensor& l) { return sample_step(l); }, {.backend = cuda ? "cudagraphs" : "aot_eager"});
+  auto f = tg::compile([](const tg::Tensor& l) { return sample_step(l); },
+                       {.backend = cuda ? "cudagraphs" : "aot_eager"});
   for (int warm = 0; warm < 3; ++warm) {
     tg::mark_step_begin();
     (void)(compiled ? f(logits) : sample_step(logits));

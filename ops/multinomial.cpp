@@ -61,8 +61,9 @@ void multinomial_cpu(const Tensor& x, int64_t m, bool replacement, PhiloxState s
     bool any_positive = false;
     for (int64_t j = 0; j < n; ++j) {
       const double v = static_cast<double>(static_cast<acc_type<T>>(row[j * in.dim_stride]));
-      TG_CHECK(v >= 0 && !std::isinf(v), "[multinomial] probability tensor contains either inf, nan or element < 0 (row ",
-               r, ", category ", j, ")");
+      TG_CHECK(v >= 0 && !std::isinf(v),
+               "[multinomial] probability tensor contains either inf, nan or element < 0 (row ", r, ", category ", j,
+               ")");
       any_positive = any_positive || v > 0;
       w[static_cast<size_t>(j)] = v;
     }

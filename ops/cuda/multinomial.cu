@@ -140,11 +140,11 @@ void multinomial(const Tensor& weights, int64_t m, bool replacement, PhiloxState
     capture->note(state.offset, (static_cast<uint64_t>(rows) * static_cast<uint64_t>(replacement ? m : n) + 1) / 2);
   }
   cudaStream_t stream = current_stream();
-  const TensorOptions on{.device = weights.device()};
+  const Device device = weights.device();
   TG_DISPATCH_FLOATING(weights.dtype(), "multinomial", [&] {
     const scalar_t* x = weights.data_ptr<scalar_t>();
     if (replacement) {
-      Tensor cdf = empty({rows, n}, {.dtype = kFloat64, .device = on.device});
+      Tensor cdf = empty({rows, n}, {.dtype = kFloat64, .device = device});
       cdf_kernel<scalar_t><<<grid_for(rows, 1), kThreads, 0, stream>>>(x, in, rows, n, cdf.data_ptr<double>(), error);
       TG_CUDA_CHECK_LAUNCH();
       sample_kernel<<<grid_for(rows * m, kThreads), kThreads, 0, stream>>>(cdf.data_ptr<double>(), rows, n, m, draw,
@@ -155,7 +155,7 @@ void multinomial(const Tensor& weights, int64_t m, bool replacement, PhiloxState
     // Keys in float for every dtype but double, as the CPU ranks them.
     using K = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
     const DType key_dtype = std::is_same_v<K, double> ? kFloat64 : kFloat32;
-    Tensor keys = empty(weights.dim() == 2 ? Shape{rows, n} : Shape{n}, {.dtype = key_dtype, .device = on.device});
+    Tensor keys = empty(weights.dim() == 2 ? Shape{rows, n} : Shape{n}, {.dtype = key_dtype, .device = device});
     race_keys_kernel<scalar_t, K><<<grid_for(rows, 1), kThreads, 0, stream>>>(x, in, rows, n, draw, keys.data_ptr<K>(),
                                                                               error);
     TG_CUDA_CHECK_LAUNCH();
