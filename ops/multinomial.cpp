@@ -26,12 +26,25 @@ namespace {
 
 constexpr int64_t kMaxCategories = int64_t{1} << 24;  // PyTorch's bound (float32's consecutive integers)
 
-// The two words element e of a draw uses (see ops/multinomial_draw.h).
-std::pair<uint32_t, uint32_t> draw_words(PhiloxState state, int64_t e) {
-  const PhiloxCounter w = philox_block(state.seed, state.offset + static_cast<uint64_t>(e / 2));
-  const size_t first = static_cast<size_t>(2 * (e % 2));
-  return {w[first], w[first + 1]};
-}
+// The two words element e of a draw uses (see ops/multinomial_draw.h); consecutive elements share
+// a block, which is computed once for both.
+class DrawWords {
+ public:
+  explicit DrawWords(PhiloxState state) : state_(state) {}
+  std::pair<uint32_t, uint32_t> operator()(int64_t e) {
+    if (e / 2 != block_) {
+      block_ = e / 2;
+      words_ = philox_block(state_.seed, state_.offset + static_cast<uint64_t>(block_));
+    }
+    const size_t first = static_cast<size_t>(2 * (e % 2));
+    return {words_[first], words_[first + 1]};
+  }
+
+ private:
+  PhiloxState state_;
+  int64_t block_ = -1;
+  PhiloxCounter words_{};
+};
 
 template <typename T>
 void multinomial_cpu(const Tensor& x, int64_t m, bool replacement, PhiloxState state, const Tensor& out) {
@@ -42,13 +55,15 @@ void multinomial_cpu(const Tensor& x, int64_t m, bool replacement, PhiloxState s
   const T* src = x.data_ptr<T>();
   int64_t* dst = out.data_ptr<int64_t>();
   std::vector<double> w(static_cast<size_t>(n));
+  DrawWords draw_words(state);
   for (int64_t r = 0; r < rows; ++r) {
     const T* row = src + in.row_offset(r);
     bool any_positive = false;
     for (int64_t j = 0; j < n; ++j) {
       const double v = static_cast<double>(static_cast<acc_type<T>>(row[j * in.dim_stride]));
-      TG_CHECK(v >= 0 && !std::isinf(v), "[multinomial] probability tensor contains either inf, nan or element < 0 (row ",
-               r, ", category ", j, ")");
+      TG_CHECK(v >= 0 && !std::isinf(v),
+               "[multinomial] probability tensor contains either inf, nan or element < 0 (row ", r, ", category ", j,
+               ")");
       any_positive = any_positive || v > 0;
       w[static_cast<size_t>(j)] = v;
     }
@@ -57,7 +72,7 @@ void multinomial_cpu(const Tensor& x, int64_t m, bool replacement, PhiloxState s
     if (replacement) {
       for (int64_t j = 1; j < n; ++j) w[static_cast<size_t>(j)] += w[static_cast<size_t>(j - 1)];
       for (int64_t s = 0; s < m; ++s) {
-        const auto [hi, lo] = draw_words(state, r * m + s);
+        const auto [hi, lo] = draw_words(r * m + s);
         out_row[s] = sample_from_cdf(w.data(), n, uniform_double(hi, lo));
       }
       continue;
@@ -66,7 +81,7 @@ void multinomial_cpu(const Tensor& x, int64_t m, bool replacement, PhiloxState s
     using KeyT = std::conditional_t<std::is_same_v<T, double>, double, float>;
     std::vector<std::pair<topk_key_t<KeyT>, int64_t>> keys(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) {
-      const auto [hi, lo] = draw_words(state, r * n + j);
+      const auto [hi, lo] = draw_words(r * n + j);
       const KeyT key = static_cast<KeyT>(race_key(w[static_cast<size_t>(j)], hi, lo));
       keys[static_cast<size_t>(j)] = {topk_rank_key(key, /*largest=*/true), j};
     }

@@ -28,6 +28,7 @@ void topk_cpu(const Tensor& x, int64_t k, int64_t dim, bool largest, const Tenso
   const int64_t rows = x.numel() / n;
   const RowLayout in = row_layout(x, dim, "topk");
   const RowLayout out = row_layout(values, dim, "topk");
+  const RowLayout out_idx = row_layout(indices, dim, "topk");
   const T* src = x.data_ptr<T>();
   T* vals = values.data_ptr<T>();
   int64_t* idx = indices.data_ptr<int64_t>();
@@ -36,11 +37,11 @@ void topk_cpu(const Tensor& x, int64_t k, int64_t dim, bool largest, const Tenso
     const T* x_row = src + in.row_offset(r);
     for (int64_t j = 0; j < n; ++j) row[static_cast<size_t>(j)] = {topk_rank_key(x_row[j * in.dim_stride], largest), j};
     std::partial_sort(row.begin(), row.begin() + k, row.end());  // pairs: key, then index
-    const int64_t o = out.row_offset(r);
+    const int64_t o = out.row_offset(r), oi = out_idx.row_offset(r);
     for (int64_t j = 0; j < k; ++j) {
       const int64_t i = row[static_cast<size_t>(j)].second;
       vals[o + j * out.dim_stride] = x_row[i * in.dim_stride];
-      idx[o + j * out.dim_stride] = i;
+      idx[oi + j * out_idx.dim_stride] = i;
     }
   }
 }

@@ -175,7 +175,8 @@ TEST(TopkCuda, MatchesCpuAcrossDtypesAndShapes) {
     auto [cv, ci] = topk(cpu, k, dim, largest);
     auto [gv, gi] = topk(cpu.cuda(), k, dim, largest);
     EXPECT_TRUE(equal(gi.cpu(), ci)) << shape_str(cpu.sizes()) << " k=" << k << " dim=" << dim;
-    EXPECT_TRUE(allclose(gv.cpu(), cv, 0, 0, /*equal_nan=*/true)) << shape_str(cpu.sizes()) << " k=" << k << " dim=" << dim;
+    EXPECT_TRUE(allclose(gv.cpu(), cv, 0, 0, /*equal_nan=*/true))
+        << shape_str(cpu.sizes()) << " k=" << k << " dim=" << dim;
   };
   for (DType dt : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
     // Few distinct values, so that ties are common; short rows, long rows, one long row.

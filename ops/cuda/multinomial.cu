@@ -23,6 +23,7 @@ namespace tg::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kItems = 8;  // weights per thread in a running-sum tile
 
 // The generator state of a launch; inside a recorded graph, `shift` moves it on every replay.
 struct Draw {
@@ -74,28 +75,37 @@ __global__ void race_keys_kernel(const T* x, RowLayout in, int64_t rows, int64_t
   }
 }
 
-// Running sums of each row's weights, row r on block r, one tile of kThreads at a time.
+// Running sums of each row's weights, row r on block r, one tile of kThreads * kItems at a time
+// (each thread scanning kItems consecutive weights, so a vocabulary-sized row takes few tiles).
 template <typename T>
 __global__ void cdf_kernel(const T* x, RowLayout in, int64_t rows, int64_t n, double* cdf, DeviceErrorRecord* error) {
   using Scan = cub::BlockScan<double, kThreads>;
   __shared__ typename Scan::TempStorage scan;
   __shared__ double carry;
+  constexpr int64_t kTile = int64_t{kThreads} * kItems;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* row = x + in.row_offset(r);
     if (threadIdx.x == 0) carry = 0;
     __syncthreads();
-    for (int64_t base = 0; base < n; base += kThreads) {
-      const int64_t j = base + threadIdx.x;
-      double w = 0;
-      if (j < n) {
-        w = weight_at(row, in, j);
-        check_weight(error, w, r, j);
+    for (int64_t base = 0; base < n; base += kTile) {
+      const int64_t first = base + int64_t{threadIdx.x} * kItems;
+      double w[kItems];
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) {
+        const int64_t j = first + i;
+        w[i] = 0;
+        if (j < n) {
+          w[i] = weight_at(row, in, j);
+          check_weight(error, w[i], r, j);
+        }
       }
-      double sum;
-      Scan(scan).InclusiveSum(w, sum);
-      if (j < n) cdf[r * n + j] = carry + sum;
+      Scan(scan).InclusiveSum(w, w);
+      const double before = carry;
+#pragma unroll
+      for (int i = 0; i < kItems; ++i)
+        if (first + i < n) cdf[r * n + first + i] = before + w[i];
       __syncthreads();  // every thread has read carry
-      if (threadIdx.x == kThreads - 1) carry += sum;
+      if (threadIdx.x == kThreads - 1) carry = before + w[kItems - 1];
       __syncthreads();
     }
     if (threadIdx.x == 0 && carry == 0) report_device_error(error, DeviceErrorOp::MultinomialZeroSum, 0, 0, 0, r);
@@ -130,11 +140,11 @@ void multinomial(const Tensor& weights, int64_t m, bool replacement, PhiloxState
     capture->note(state.offset, (static_cast<uint64_t>(rows) * static_cast<uint64_t>(replacement ? m : n) + 1) / 2);
   }
   cudaStream_t stream = current_stream();
-  const TensorOptions on{.device = weights.device()};
+  const Device device = weights.device();
   TG_DISPATCH_FLOATING(weights.dtype(), "multinomial", [&] {
     const scalar_t* x = weights.data_ptr<scalar_t>();
     if (replacement) {
-      Tensor cdf = empty({rows, n}, {.dtype = kFloat64, .device = on.device});
+      Tensor cdf = empty({rows, n}, {.dtype = kFloat64, .device = device});
       cdf_kernel<scalar_t><<<grid_for(rows, 1), kThreads, 0, stream>>>(x, in, rows, n, cdf.data_ptr<double>(), error);
       TG_CUDA_CHECK_LAUNCH();
       sample_kernel<<<grid_for(rows * m, kThreads), kThreads, 0, stream>>>(cdf.data_ptr<double>(), rows, n, m, draw,
@@ -145,7 +155,7 @@ void multinomial(const Tensor& weights, int64_t m, bool replacement, PhiloxState
     // Keys in float for every dtype but double, as the CPU ranks them.
     using K = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
     const DType key_dtype = std::is_same_v<K, double> ? kFloat64 : kFloat32;
-    Tensor keys = empty(weights.dim() == 2 ? Shape{rows, n} : Shape{n}, {.dtype = key_dtype, .device = on.device});
+    Tensor keys = empty(weights.dim() == 2 ? Shape{rows, n} : Shape{n}, {.dtype = key_dtype, .device = device});
     race_keys_kernel<scalar_t, K><<<grid_for(rows, 1), kThreads, 0, stream>>>(x, in, rows, n, draw, keys.data_ptr<K>(),
                                                                               error);
     TG_CUDA_CHECK_LAUNCH();

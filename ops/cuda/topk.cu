@@ -33,7 +33,7 @@ unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::min<int64_t>(bl
 
 template <typename T>
 __global__ void small_rows_kernel(const T* x, RowLayout in, int64_t rows, int64_t n, int64_t k, bool largest,
-                                  T* values, int64_t* indices, RowLayout out) {
+                                  T* values, RowLayout out, int64_t* indices, RowLayout out_idx) {
   using Key = topk_key_t<T>;
   for (int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; r < rows; r += int64_t{gridDim.x} * blockDim.x) {
     Key keys[kSmallRow];
@@ -53,10 +53,10 @@ __global__ void small_rows_kernel(const T* x, RowLayout in, int64_t rows, int64_
       keys[p] = key;
       pos[p] = j;
     }
-    const int64_t o = out.row_offset(r);
+    const int64_t o = values ? out.row_offset(r) : 0, oi = out_idx.row_offset(r);
     for (int j = 0; j < k; ++j) {
       if (values) values[o + j * out.dim_stride] = row[pos[j] * in.dim_stride];
-      indices[o + j * out.dim_stride] = pos[j];
+      indices[oi + j * out_idx.dim_stride] = pos[j];
     }
   }
 }
@@ -75,13 +75,12 @@ __global__ void keys_kernel(const T* x, RowLayout in, int64_t r0, int64_t count,
 // The first k sorted positions of each row in the batch, and the values found there.
 template <typename T>
 __global__ void gather_kernel(const T* x, RowLayout in, int64_t r0, int64_t rows, int64_t n, int64_t k,
-                              const int* sorted_pos, T* values, int64_t* indices, RowLayout out) {
+                              const int* sorted_pos, T* values, RowLayout out, int64_t* indices, RowLayout out_idx) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * k; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t local = i / k, j = i % k, r = r0 + local;
     const int p = sorted_pos[local * n + j];
-    const int64_t o = out.row_offset(r) + j * out.dim_stride;
-    if (values) values[o] = x[in.row_offset(r) + p * in.dim_stride];
-    indices[o] = p;
+    if (values) values[out.row_offset(r) + j * out.dim_stride] = x[in.row_offset(r) + p * in.dim_stride];
+    indices[out_idx.row_offset(r) + j * out_idx.dim_stride] = p;
   }
 }
 
@@ -104,14 +103,15 @@ void sorted_rows(const Tensor& x, int64_t k, int64_t dim, bool largest, const Te
   const int64_t n = x.dim() == 0 ? 1 : x.size(dim);
   const int64_t rows = x.numel() / n;
   const RowLayout in = row_layout(x, dim, "topk");
-  const RowLayout out = row_layout(indices, dim, "topk");
+  const RowLayout out = values.defined() ? row_layout(values, dim, "topk") : RowLayout{};
+  const RowLayout out_idx = row_layout(indices, dim, "topk");
   T* vals = values.defined() ? values.data_ptr<T>() : nullptr;
   int64_t* idx = indices.data_ptr<int64_t>();
   const Device device = x.device();
   cudaStream_t stream = current_stream();
   if (n <= kSmallRow) {
-    small_rows_kernel<T><<<grid_for(rows), kThreads, 0, stream>>>(x.data_ptr<T>(), in, rows, n, k, largest, vals, idx,
-                                                                  out);
+    small_rows_kernel<T><<<grid_for(rows), kThreads, 0, stream>>>(x.data_ptr<T>(), in, rows, n, k, largest, vals, out,
+                                                                  idx, out_idx);
     TG_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -147,7 +147,7 @@ void sorted_rows(const Tensor& x, int64_t k, int64_t dim, bool largest, const Te
                                                              static_cast<int>(sizeof(Key) * 8), stream));
     }
     gather_kernel<T><<<grid_for(count_rows * k), kThreads, 0, stream>>>(x.data_ptr<T>(), in, r0, count_rows, n, k,
-                                                                        pos_out, vals, idx, out);
+                                                                        pos_out, vals, out, idx, out_idx);
     TG_CUDA_CHECK_LAUNCH();
   }
 }
