@@ -184,6 +184,7 @@ TEST(TopkCuda, MatchesCpuAcrossDtypesAndShapes) {
     both(small, 5, -1, true);
     both(small, 17, 1, false);
     both(small, 7, 0, true);
+    both(randint(-8, 8, {200, 40}).to(dt), 7, 1, false);  // many rows past 32: the segmented sort
     const Tensor wide = randint(-50, 50, {8, 50257}).to(dt);
     both(wide, 50, -1, true);
     both(wide.narrow(0, 0, 1), 50, -1, false);
@@ -209,6 +210,16 @@ TEST(TopkCuda, MatchesCpuAcrossDtypesAndShapes) {
         return grad({(v * v).sum()}, {x})[0];
       },
       {testing::random_tensor({40, 6})}, 1e-12, 1e-12);
+}
+
+// Over 2^26 elements sort in batches of whole rows: here 1335 rows (segmented), then 65 (packed).
+TEST(TopkCuda, LargeInputsSortInBatches) {
+  TG_REQUIRE_CUDA();
+  const Tensor x = randint(-1000, 1000, {1400, 50257}, {.dtype = kInt32});
+  auto [cv, ci] = topk(x, 5);
+  auto [gv, gi] = topk(x.cuda(), 5);
+  EXPECT_TRUE(equal(gi.cpu(), ci));
+  EXPECT_TRUE(equal(gv.cpu(), cv));
 }
 
 TEST(TopkCuda, EmptyInputsLaunchNothing) {

@@ -1,9 +1,9 @@
 // topk on CUDA. Rows of at most kSmallRow elements: one thread per row keeps a sorted list of its k
 // best (order key, index) pairs. Longer rows (vocabulary-sized ones included): order keys and
-// positions are written to scratch buffers, sorted per row by CUB's radix sort (one device-wide sort
-// for a single row, the segmented sort otherwise; both stable, so equal keys stay in index order),
-// and the first k of each row gathered out. Nothing synchronizes and the scratch comes from the
-// tensor allocator, so the op records into CUDA graphs.
+// positions are written to scratch buffers and sorted by CUB's radix sort (device-wide for a single
+// row or, packed with their row number, for a few rows; segmented for many; all stable, so equal
+// keys stay in index order), and the first k of each row gathered out. Nothing synchronizes and the
+// scratch comes from the tensor allocator, so the op records into CUDA graphs.
 #include "ops/cuda/topk.h"
 
 #include <cub/device/device_radix_sort.cuh>
@@ -27,6 +27,10 @@ constexpr int64_t kSmallRow = 32;
 // Elements sorted per pass of the segmented sort: bounds the scratch (24 bytes an element at most)
 // and keeps CUB's int item count in range.
 constexpr int64_t kBatchElements = int64_t{1} << 26;
+// Up to this many rows of 16- or 32-bit keys, (row, key) packed into 64 bits go through one
+// device-wide sort that keeps the whole GPU busy; the segmented sort gives each row one block, which
+// suits many rows but leaves a few vocabulary-sized rows on a few SMs.
+constexpr int64_t kPackedRows = 128;
 
 // Grid size for a grid-stride loop over n items.
 unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::min<int64_t>(blocks_for(n, kThreads), 65535 * 8)); }
@@ -61,13 +65,16 @@ __global__ void small_rows_kernel(const T* x, RowLayout in, int64_t rows, int64_
   }
 }
 
-// Order keys and in-row positions of rows [r0, r0 + count / n) into contiguous scratch.
-template <typename T>
+// Order keys and in-row positions of rows [r0, r0 + count / n) into contiguous scratch; with
+// row_shift >= 0 the row within the batch is packed above the order key (bit row_shift up).
+template <typename T, typename SortKey>
 __global__ void keys_kernel(const T* x, RowLayout in, int64_t r0, int64_t count, int64_t n, bool largest,
-                            topk_key_t<T>* keys, int* pos) {
+                            SortKey* keys, int* pos, int row_shift) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t r = r0 + i / n, j = i % n;
-    keys[i] = topk_rank_key(x[in.row_offset(r) + j * in.dim_stride], largest);
+    const int64_t local = i / n, j = i % n;
+    SortKey key = topk_rank_key(x[in.row_offset(r0 + local) + j * in.dim_stride], largest);
+    if (row_shift >= 0) key |= static_cast<SortKey>(local) << row_shift;
+    keys[i] = key;
     pos[i] = static_cast<int>(j);
   }
 }
@@ -97,6 +104,30 @@ U* scratch(Tensor& keep, int64_t count, Device device) {
   return static_cast<U*>(keep.raw_data());
 }
 
+// Sorts `count` (key, position) pairs by the key's bits [0, end_bit): one device-wide sort for one
+// segment, else `segments` rows of n. Both are stable, so equal keys keep their positions' order.
+template <typename SortKey>
+void sort_pairs(const SortKey* keys_in, SortKey* keys_out, const int* pos_in, int* pos_out, int64_t count,
+                int64_t segments, int64_t n, int end_bit, Device device, cudaStream_t stream) {
+  Tensor temp;
+  size_t bytes = 0;
+  if (segments == 1) {
+    TG_CUDA_CHECK(
+        cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys_in, keys_out, pos_in, pos_out, count, 0, end_bit, stream));
+    void* t = scratch<char>(temp, static_cast<int64_t>(bytes), device);
+    TG_CUDA_CHECK(
+        cub::DeviceRadixSort::SortPairs(t, bytes, keys_in, keys_out, pos_in, pos_out, count, 0, end_bit, stream));
+    return;
+  }
+  auto starts = thrust::make_transform_iterator(thrust::counting_iterator<int>(0), RowStart{static_cast<int>(n)});
+  const int items = static_cast<int>(count), rows = static_cast<int>(segments);
+  TG_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairs(nullptr, bytes, keys_in, keys_out, pos_in, pos_out, items,
+                                                         rows, starts, starts + 1, 0, end_bit, stream));
+  void* t = scratch<char>(temp, static_cast<int64_t>(bytes), device);
+  TG_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairs(t, bytes, keys_in, keys_out, pos_in, pos_out, items, rows,
+                                                         starts, starts + 1, 0, end_bit, stream));
+}
+
 template <typename T>
 void sorted_rows(const Tensor& x, int64_t k, int64_t dim, bool largest, const Tensor& values, const Tensor& indices) {
   using Key = topk_key_t<T>;
@@ -120,31 +151,28 @@ void sorted_rows(const Tensor& x, int64_t k, int64_t dim, bool largest, const Te
   for (int64_t r0 = 0; r0 < rows; r0 += batch_rows) {
     const int64_t count_rows = std::min(batch_rows, rows - r0);
     const int64_t count = count_rows * n;
-    Tensor k_in, k_out, p_in, p_out, temp;
-    Key* keys_in = scratch<Key>(k_in, count, device);
-    Key* keys_out = scratch<Key>(k_out, count, device);
+    Tensor p_in, p_out;
     int* pos_in = scratch<int>(p_in, count, device);
     int* pos_out = scratch<int>(p_out, count, device);
-    keys_kernel<T><<<grid_for(count), kThreads, 0, stream>>>(x.data_ptr<T>(), in, r0, count, n, largest, keys_in,
-                                                             pos_in);
-    TG_CUDA_CHECK_LAUNCH();
-    size_t bytes = 0;
-    if (count_rows == 1) {
-      TG_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys_in, keys_out, pos_in, pos_out, count, 0,
-                                                    static_cast<int>(sizeof(Key) * 8), stream));
-      void* t = scratch<char>(temp, static_cast<int64_t>(bytes), device);
-      TG_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(t, bytes, keys_in, keys_out, pos_in, pos_out, count, 0,
-                                                    static_cast<int>(sizeof(Key) * 8), stream));
+    constexpr int kKeyBits = static_cast<int>(sizeof(Key) * 8);
+    if (sizeof(Key) <= 4 && count_rows > 1 && count_rows <= kPackedRows) {
+      int row_bits = 0;
+      while ((int64_t{1} << row_bits) < count_rows) ++row_bits;
+      Tensor k_in, k_out;
+      uint64_t* keys_in = scratch<uint64_t>(k_in, count, device);
+      uint64_t* keys_out = scratch<uint64_t>(k_out, count, device);
+      keys_kernel<T, uint64_t><<<grid_for(count), kThreads, 0, stream>>>(x.data_ptr<T>(), in, r0, count, n, largest,
+                                                                         keys_in, pos_in, kKeyBits);
+      TG_CUDA_CHECK_LAUNCH();
+      sort_pairs(keys_in, keys_out, pos_in, pos_out, count, 1, n, kKeyBits + row_bits, device, stream);
     } else {
-      auto starts = thrust::make_transform_iterator(thrust::counting_iterator<int>(0), RowStart{static_cast<int>(n)});
-      const int items = static_cast<int>(count), segments = static_cast<int>(count_rows);
-      TG_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairs(nullptr, bytes, keys_in, keys_out, pos_in, pos_out, items,
-                                                             segments, starts, starts + 1, 0,
-                                                             static_cast<int>(sizeof(Key) * 8), stream));
-      void* t = scratch<char>(temp, static_cast<int64_t>(bytes), device);
-      TG_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairs(t, bytes, keys_in, keys_out, pos_in, pos_out, items,
-                                                             segments, starts, starts + 1, 0,
-                                                             static_cast<int>(sizeof(Key) * 8), stream));
+      Tensor k_in, k_out;
+      Key* keys_in = scratch<Key>(k_in, count, device);
+      Key* keys_out = scratch<Key>(k_out, count, device);
+      keys_kernel<T, Key><<<grid_for(count), kThreads, 0, stream>>>(x.data_ptr<T>(), in, r0, count, n, largest,
+                                                                    keys_in, pos_in, -1);
+      TG_CUDA_CHECK_LAUNCH();
+      sort_pairs(keys_in, keys_out, pos_in, pos_out, count, count_rows, n, kKeyBits, device, stream);
     }
     gather_kernel<T><<<grid_for(count_rows * k), kThreads, 0, stream>>>(x.data_ptr<T>(), in, r0, count_rows, n, k,
                                                                         pos_out, vals, out, idx, out_idx);
