@@ -190,6 +190,21 @@ TEST(Checkpoint, ListsNonTensorAndNonDifferentiableArguments) {
   expect_close(g[0], grad({block({table, scale}, ids, 1.5)[1].sum()}, {table})[0], 0, 0);
 }
 
+// In-place ops and views inside the region: their rebased histories are recorded twice alike.
+TEST(Checkpoint, InPlaceOpsAndViewsInsideTheRegion) {
+  manual_seed(9);
+  const Tensor w = random_tensor({4, 6}, kFloat64, true), x = random_tensor({3, 4}, kFloat64, true);
+  auto block = [&](const Tensor& a) {
+    Tensor h = matmul(a, w) + 1.0;
+    h.narrow(1, 1, 3).mul_(2.0);  // a view written in place
+    h.clamp_(std::nullopt, 1.5);
+    return h.t().exp();
+  };
+  const TensorList plain = grads_of(block(x).pow(2).sum(), {x, w});
+  const TensorList ckpt = grads_of(checkpoint(block, x).pow(2).sum(), {x, w});
+  expect_all_close(ckpt, plain);
+}
+
 TEST(Checkpoint, UnderNoGradItIsTheFunction) {
   Mlp mlp;
   const Tensor x = random_tensor({2, 4}, kFloat64, true);
