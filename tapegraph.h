@@ -2,6 +2,7 @@
 // data loading, checkpoints and data parallelism. Include this one header.
 #pragma once
 
+#include "autograd/checkpoint.h"
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"

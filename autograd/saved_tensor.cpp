@@ -1,11 +1,23 @@
 #include "autograd/saved_tensor.h"
 
+#include "autograd/checkpoint_frame.h"
 #include "autograd/node.h"
 
 namespace tg {
 
 SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output) {
   if (!t.defined()) return;
+  if (std::shared_ptr<CheckpointFrame> frame = checkpoint_hooks::packing_frame()) {
+    place_ = checkpoint_hooks::reserve(*frame);
+    frame_ = std::move(frame);
+    return;
+  }
+  save(t);
+  checkpoint_hooks::record(*this);
+}
+
+void SavedTensor::save(const Tensor& t) {
+  const bool is_output = is_output_;
   version_ = t.version();
   if (!is_output && t.is_leaf() && t.requires_grad()) {
     data_ = t;  // a leaf that requires grad keeps its identity: its gradient accumulates into it
@@ -31,12 +43,21 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output
   output_nr_ = t.output_nr();
 }
 
+void SavedTensor::release() {
+  if (frame_) checkpoint_hooks::release(*frame_, place_);
+  frame_.reset();
+  data_ = Tensor();
+  grad_fn_.reset();
+  released_ = true;
+}
+
 Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner, const char* what) const {
   TG_CHECK(!released_,
            "Trying to backward through the graph a second time (or directly access saved tensors after they "
            "have already been freed). Saved intermediate values of the graph are freed when you call "
            ".backward() or autograd.grad(). Specify retain_graph=true if you need to backward through the "
            "graph a second time or if you need to access saved tensors after calling backward.");
+  if (frame_) return checkpoint_hooks::recomputed(*frame_, place_).unpack(owner, what);
   if (!data_.defined()) return data_;
   TG_CHECK(data_.version() == version_,
            "one of the variables needed for gradient computation has been modified by an inplace operation: [",

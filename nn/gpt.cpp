@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "autograd/checkpoint.h"
 #include "autograd/grad_mode.h"
 #include "nn/init.h"
 #include "ops/attention.h"
@@ -78,7 +79,12 @@ Tensor GPT::forward(const Tensor& idx) {
   TG_CHECK(t <= config_.context, "[GPT] a sequence of ", t, " tokens is longer than the context of ",
            config_.context);
   Tensor h = wte_->forward(idx) + wpe_->forward(arange(t, {.dtype = kInt64, .device = idx.device()}));
-  for (size_t i = 0; i < h_->size(); ++i) h = (*h_)[static_cast<int64_t>(i)].forward(h);
+  for (size_t i = 0; i < h_->size(); ++i) {
+    Module* block = &(*h_)[static_cast<int64_t>(i)];
+    // The recomputation calls the block again: the model must outlive the backward, as with PyTorch.
+    h = config_.checkpoint ? tg::checkpoint([block](const Tensor& x) { return block->forward(x); }, h)
+                           : block->forward(h);
+  }
   return lm_head_->forward(ln_f_->forward(h));
 }
 
@@ -93,6 +99,7 @@ std::string GPT::extra_repr() const {
   std::ostringstream os;
   os << "vocab_size=" << config_.vocab_size << ", context=" << config_.context << ", d_model=" << config_.d_model
      << ", heads=" << config_.heads << ", layers=" << config_.layers << ", dropout=" << config_.dropout;
+  if (config_.checkpoint) os << ", checkpoint=true";
   return os.str();
 }
 

@@ -21,6 +21,9 @@ struct GPTConfig {
   int64_t heads = 12;
   int64_t layers = 12;
   double dropout = 0.0;  // on the attention weights and on each residual branch, while training
+  // Runs each block through tg::checkpoint: its activations are recomputed in the backward instead
+  // of kept (less memory for about one more forward of the blocks).
+  bool checkpoint = false;
 };
 
 // x + out(attention(ln_1(x))), then + proj(gelu_tanh(fc(ln_2(.)))); attention is causal, through

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "autograd/checkpoint.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
@@ -107,6 +108,7 @@ JointGraph trace_joint(const GraphFn& fn, const TensorList& args) {
     const bool grad_before = is_grad_enabled();
     TensorList outputs;
     try {
+      CheckpointTracingGuard checkpoint_regions;  // checkpoint() marks its ops for the partitioner
       outputs = fn(proxies);
     } catch (...) {
       set_grad_enabled(grad_before);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "autograd/checkpoint.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
@@ -131,7 +132,7 @@ ValueId Tracer::resolve(const Tensor& t) {
   // A view whose base was rewritten (or a tensor re-wrapped by autograd): regenerate it from the base.
   auto op = std::make_shared<const AliasViewOp>(t.sizes(), t.strides(), t.storage_offset() - state.base_meta.offset);
   const ValueId v = new_value(t, "alias");
-  graph_.add_node(op, {state.base}, {v}, phase_, -1);
+  add_node(op, {state.base}, {v}, -1);
   return v;
 }
 
@@ -229,7 +230,7 @@ void Tracer::record_inplace(const OpPtr& op, const TensorList& inputs, const Ten
     graph_.values[static_cast<size_t>(nv)].meta = metas[j];
     results.push_back(nv);
   }
-  graph_.add_node(fop, ins, results, phase_, current_sequence_nr(outputs));
+  add_node(fop, ins, results, current_sequence_nr(outputs));
   for (size_t j = 0; j < written.size(); ++j) {
     const Tensor& target = inputs[static_cast<size_t>(written[j])];
     if (target.numel() > 0 || op->has(kMetadataMutation)) commit_write(*op, target, results[j], outputs);
@@ -258,7 +259,7 @@ void Tracer::commit_write(const Op& op, const Tensor& target, ValueId nv, const 
     const ValueId nb = graph_.add_value(state.base_meta, "scatter_" + std::to_string(name_counter_++));
     graph_.values[static_cast<size_t>(nb)].meta.strides = dense_strides_like(state.base_meta);
     graph_.values[static_cast<size_t>(nb)].meta.offset = 0;
-    graph_.add_node(scatter, {state.base, nv}, {nb}, phase_, current_sequence_nr(outputs));
+    add_node(scatter, {state.base, nv}, {nb}, current_sequence_nr(outputs));
     state.base = nb;
     state.mutated = true;
     // The view now reads through the new base (so it keeps aliasing it), regenerated on next use.
@@ -267,6 +268,11 @@ void Tracer::commit_write(const Op& op, const Tensor& target, ValueId nv, const 
   }
   state.mutated = true;
   bind(target, nv);
+}
+
+void Tracer::add_node(OpPtr op, std::vector<ValueId> ins, std::vector<ValueId> outs, int64_t sequence_nr) {
+  const int32_t index = graph_.add_node(std::move(op), std::move(ins), std::move(outs), phase_, sequence_nr);
+  if (phase_ == Phase::Forward) graph_.nodes[static_cast<size_t>(index)].checkpoint_region = current_checkpoint_region();
 }
 
 void Tracer::on_op(const OpPtr& op, const TensorList& inputs, const TensorList& outputs) {
@@ -301,7 +307,7 @@ void Tracer::on_op(const OpPtr& op, const TensorList& inputs, const TensorList& 
     graph_.values[static_cast<size_t>(v)].requires_grad = out.requires_grad();
     outs.push_back(v);
   }
-  graph_.add_node(op, ins, outs, phase_, current_sequence_nr(outputs));
+  add_node(op, ins, outs, current_sequence_nr(outputs));
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
     if (!op->has(kView)) storages_[out.impl()->storage().get()] = StorageState{outs[i], meta_of(out), false};

@@ -74,6 +74,8 @@ class Tracer final : public OpObserver {
   void commit_write(const Op& op, const Tensor& target, ValueId nv, const TensorList& outputs);
   void record_set(const TensorList& inputs);
   void bind(const Tensor& t, ValueId v);
+  // Appends a node in the current phase (forward nodes carry the open checkpoint region).
+  void add_node(OpPtr op, std::vector<ValueId> ins, std::vector<ValueId> outs, int64_t sequence_nr);
   ValueId new_value(const Tensor& t, std::string_view stem);
   int64_t current_sequence_nr(const TensorList& outputs) const;
 

@@ -42,6 +42,9 @@ struct GraphNode {
   // Forward nodes: the tape sequence number of the op; backward nodes: that of the forward op
   // whose backward produced them (-1 when unknown).
   int64_t sequence_nr = -1;
+  // Forward nodes recorded inside tg::checkpoint(): the region's id (-1: none). The partitioner
+  // recomputes such nodes in the backward instead of saving their outputs.
+  int32_t checkpoint_region = -1;
 };
 
 // A graph input: which value it feeds and where the caller's tensor comes from.

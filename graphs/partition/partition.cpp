@@ -2,6 +2,7 @@
 #include "graphs/partition/partition.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <unordered_map>
 
@@ -123,9 +124,63 @@ bool shrinks_fourfold(const Graph& g, const GraphNode& node) {
   return in_bytes > 4 * out_bytes;
 }
 
+// Note [Checkpoint regions]: tg::checkpoint() under tracing runs its function as usual and only
+// tags the forward nodes it records with a region id (autograd/checkpoint.h); eager checkpointing's
+// saved-tensor places would make the traced backward rerun the function as backward-phase nodes,
+// with the random ops drawing fresh numbers at run time. Here a value made inside a region is never
+// saved unless it leaves the region (read by a forward node outside it, or returned): the backward
+// recomputes it from the region's inputs, compute-intensive ops included, as the eager backward
+// does. Random draws, host syncs, device copies and collectives inside a region are the exception:
+// recomputing them would draw other numbers or repeat their effects, so their results are saved.
+// Nested regions are one region (the outermost); the backward graph runs each region's
+// recomputation just before the first backward node that reads it, so only one region's
+// activations are alive at a time.
+std::vector<bool> checkpointed_values(const Graph& g) {
+  std::vector<bool> inside(g.values.size(), false);
+  for (const GraphNode& n : g.nodes) {
+    if (n.phase != Phase::Forward || n.checkpoint_region < 0) continue;
+    const Op& op = *n.op;
+    if (op.has(kRandom) || op.has(kHostSync) || op.has(kDeviceCopy) || op.has(kCollective)) continue;
+    for (ValueId v : n.outputs)
+      if (v >= 0) inside[static_cast<size_t>(v)] = true;
+  }
+  for (const GraphNode& n : g.nodes) {
+    if (n.phase != Phase::Forward) continue;
+    for (ValueId u : n.inputs) {
+      if (u < 0 || !inside[static_cast<size_t>(u)]) continue;
+      const GraphNode& producer = g.nodes[static_cast<size_t>(g.values[static_cast<size_t>(u)].producer)];
+      if (producer.checkpoint_region != n.checkpoint_region) inside[static_cast<size_t>(u)] = false;  // leaves
+    }
+  }
+  for (ValueId v : g.outputs)
+    if (v >= 0) inside[static_cast<size_t>(v)] = false;
+  return inside;
+}
+
+// The default partitioner's saved values with checkpoint regions: boundary values made inside a
+// region are replaced by the region values they are recomputed from.
+std::vector<ValueId> checkpoint_frontier(const Graph& g, const std::vector<ValueId>& boundary,
+                                         const std::vector<bool>& checkpointed) {
+  std::set<ValueId> saved, seen;
+  std::vector<ValueId> stack(boundary.begin(), boundary.end());
+  while (!stack.empty()) {
+    const ValueId v = stack.back();
+    stack.pop_back();
+    if (!seen.insert(v).second) continue;
+    if (!checkpointed[static_cast<size_t>(v)]) {
+      saved.insert(v);
+      continue;
+    }
+    for (ValueId u : g.nodes[static_cast<size_t>(g.values[static_cast<size_t>(v)].producer)].inputs)
+      if (u >= 0 && !g.constants.count(u)) stack.push_back(u);
+  }
+  return {saved.begin(), saved.end()};
+}
+
 // Min-cut choice of saved values: the cheapest set (in bytes) from which every boundary value can
 // be recomputed with recomputable forward ops.
-std::vector<ValueId> min_cut_saved(const Graph& g, const std::vector<ValueId>& boundary) {
+std::vector<ValueId> min_cut_saved(const Graph& g, const std::vector<ValueId>& boundary,
+                                  const std::vector<bool>& checkpointed) {
   const int n = static_cast<int>(g.values.size());
   const int source = 2 * n, sink = 2 * n + 1;
   FlowNetwork net(2 * n + 2);
@@ -140,9 +195,10 @@ std::vector<ValueId> min_cut_saved(const Graph& g, const std::vector<ValueId>& b
       net.add_edge(in(v), out(v), 1);
       continue;
     }
-    net.add_edge(in(v), out(v), std::max<int64_t>(bytes_of(val), 1));
     const GraphNode& producer = g.nodes[static_cast<size_t>(val.producer)];
-    if (!is_recomputable(*producer.op) || shrinks_fourfold(g, producer)) {
+    const bool in_region = checkpointed[static_cast<size_t>(v)];  // never saved, always recomputed
+    net.add_edge(in(v), out(v), in_region ? FlowNetwork::kInfinite : std::max<int64_t>(bytes_of(val), 1));
+    if (!in_region && (!is_recomputable(*producer.op) || shrinks_fourfold(g, producer))) {
       net.add_edge(source, in(v), FlowNetwork::kInfinite);
     } else {
       for (ValueId u : producer.inputs) {
@@ -191,7 +247,10 @@ Partition partition(const JointGraph& joint, PartitionerKind kind) {
   for (int32_t i : needed_nodes(g, grad_outputs, nothing, false))
     if (g.nodes[static_cast<size_t>(i)].phase == Phase::Backward) bw_nodes.push_back(i);
   const std::vector<ValueId> boundary = boundary_values(g, bw_nodes, grad_outputs);
-  part.saved = kind == PartitionerKind::MinCut ? min_cut_saved(g, boundary) : boundary;
+  const std::vector<bool> checkpointed = checkpointed_values(g);
+  const bool regions = std::find(checkpointed.begin(), checkpointed.end(), true) != checkpointed.end();
+  if (kind == PartitionerKind::MinCut) part.saved = min_cut_saved(g, boundary, checkpointed);
+  else part.saved = regions ? checkpoint_frontier(g, boundary, checkpointed) : boundary;
   const std::set<ValueId> saved_set(part.saved.begin(), part.saved.end());
   for (ValueId v : part.saved)
     if (!is_primal_input(g, v)) part.saved_bytes += bytes_of(g.values[static_cast<size_t>(v)]);
@@ -235,9 +294,31 @@ Partition partition(const JointGraph& joint, PartitionerKind kind) {
     if (!saved_set.count(v) && !g.constants.count(v)) recompute_targets.push_back(v);
   const std::vector<int32_t> recompute = needed_nodes(g, recompute_targets, saved_set, true);
   part.recomputed_nodes = static_cast<int>(recompute.size());
-  std::vector<int32_t> bw_order = recompute;
-  bw_order.insert(bw_order.end(), bw_nodes.begin(), bw_nodes.end());
-  std::sort(bw_order.begin(), bw_order.end());
+  std::vector<int32_t> bw_order;
+  if (!regions) {
+    bw_order = recompute;
+    bw_order.insert(bw_order.end(), bw_nodes.begin(), bw_nodes.end());
+    std::sort(bw_order.begin(), bw_order.end());
+  } else {
+    // Each recomputed node just before the first node that reads it (see Note [Checkpoint regions]).
+    std::vector<bool> pending(g.nodes.size(), false);
+    for (int32_t i : recompute) pending[static_cast<size_t>(i)] = true;
+    std::function<void(int32_t)> emit = [&](int32_t i) {
+      for (ValueId u : g.nodes[static_cast<size_t>(i)].inputs) {
+        const int32_t p = u < 0 ? -1 : g.values[static_cast<size_t>(u)].producer;
+        if (p < 0 || !pending[static_cast<size_t>(p)]) continue;
+        pending[static_cast<size_t>(p)] = false;
+        emit(p);
+      }
+      bw_order.push_back(i);
+    };
+    for (int32_t i : bw_nodes) emit(i);
+    for (int32_t i : recompute)  // read by no backward node: a forward value returned as a gradient
+      if (pending[static_cast<size_t>(i)]) {
+        pending[static_cast<size_t>(i)] = false;
+        emit(i);
+      }
+  }
   for (int32_t i : bw_order) bw.add_node(g.nodes[static_cast<size_t>(i)]);
   for (ValueId v : grad_outputs) bw.add_output(v);
   part.backward = bw.take();
