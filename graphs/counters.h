@@ -26,6 +26,8 @@ struct CompileCounters {
   // cudagraphs backend
   int graphs_captured = 0;                   // CUDA graphs recorded (first recordings and re-records)
   int rerecords = 0;                         // recordings beyond the first of a segment
+  int graph_updates = 0;                     // recorded graphs updated in place for moved static inputs
+  int64_t input_copies = 0;                  // non-static inputs copied into a graph's own buffers
   int replays = 0;                           // CUDA graph launches
   int64_t replayed_kernels = 0;              // kernel launches made by those replays
   int warmups = 0;                           // segment runs done eagerly before recording

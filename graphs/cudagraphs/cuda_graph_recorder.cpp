@@ -2,6 +2,8 @@
 // See Note [CUDA graph executor] in docs/cudagraph_executor.md.
 #include "graphs/cudagraphs/graph_recorder.h"
 
+#include "graphs/cudagraphs/graph_retarget.h"
+
 #ifdef TG_WITH_CUDA
 #include <cuda_runtime.h>
 
@@ -26,15 +28,22 @@ namespace {
 // An instantiated CUDA graph, the pool memory it writes, and its randomness.
 class CudaRecordedGraph final : public RecordedGraph {
  public:
-  CudaRecordedGraph(cudaGraphExec_t exec, std::vector<MemoryRange> written, Tensor replay_shift,
+  CudaRecordedGraph(cudaGraph_t graph, cudaGraphExec_t exec, std::vector<MemoryRange> written, Tensor replay_shift,
                     const CaptureRandomness& drawn, int64_t kernels)
       : RecordedGraph(std::move(written)),
+        graph_(graph),
         exec_(exec),
         replay_shift_(std::move(replay_shift)),
         drawn_(drawn),
         kernels_(kernels) {}
   int64_t kernels() const override { return kernels_; }
-  ~CudaRecordedGraph() override { cudaGraphExecDestroy(exec_); }
+  ~CudaRecordedGraph() override {
+    cudaGraphExecDestroy(exec_);
+    cudaGraphDestroy(graph_);
+  }
+  bool retarget(const std::vector<AddressMove>& moves, std::string& why) override {
+    return retarget_graph(graph_, exec_, moves, why);
+  }
   void replay() override {
     if (drawn_.any()) {
       // Fresh counters for every random kernel of the graph: reserve as many blocks as the
@@ -47,6 +56,7 @@ class CudaRecordedGraph final : public RecordedGraph {
   }
 
  private:
+  cudaGraph_t graph_;  // the captured template, kept for updates
   cudaGraphExec_t exec_;
   Tensor replay_shift_;
   CaptureRandomness drawn_;
@@ -159,10 +169,11 @@ class CudaRecorder final : public GraphRecorder {
       for (const cuda::AllocationRecord& a : allocations.records()) written.push_back(MemoryRange::of(a.ptr, a.nbytes));
     }
     cudaGraphExec_t exec = nullptr;
-    TG_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+    if (instantiated != cudaSuccess) cudaGraphDestroy(graph);
+    TG_CUDA_CHECK(instantiated);
     const int64_t kernels = kernel_nodes(graph);
-    TG_CUDA_CHECK(cudaGraphDestroy(graph));
-    return {std::make_unique<CudaRecordedGraph>(exec, merge_ranges(std::move(written)), std::move(replay_shift), drawn,
+    return {std::make_unique<CudaRecordedGraph>(graph, exec, merge_ranges(std::move(written)), std::move(replay_shift), drawn,
                                                 kernels),
             std::move(outputs)};
   }

@@ -53,6 +53,11 @@ class CudaGraphExecutor final : public Executor {
   // step, with the other graphs' buffers that replay overwrites; null when there is none.
   Instance* find_instance(SegmentState& state, const Segment& seg, const std::vector<Tensor>& env,
                           const std::set<const StorageImpl*>& consumed, BufferList& overwritten);
+  // An instance that differs from the call only in where some of its static inputs live, updated in
+  // place (RecordedGraph::retarget) to read them there, with the buffers its replay overwrites (as
+  // find_instance); null when none can be.
+  Instance* update_instance(SegmentState& state, size_t s, const std::vector<Tensor>& env,
+                            const std::set<const StorageImpl*>& consumed, BufferList& overwritten);
   Instance* record(SegmentState& state, const Segment& seg, std::vector<Tensor>& env, const std::vector<bool>& consumed);
   // The other graphs' buffers `inst`'s replay overwrites, or nothing when one of them (or one of
   // inst's own) holds tensors of the current step other than `consumed` (inputs this replay is the

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "graphs/cudagraphs/memory_range.h"
@@ -21,6 +22,13 @@ class RecordedGraph {
   virtual void replay() = 0;
   // Kernel launches one replay makes (0 where the recorder does not record device kernels).
   virtual int64_t kernels() const { return 0; }
+  // Makes later replays read and write the moved blocks at their new places instead of recording
+  // again; false (with the reason, the graph unchanged) where this graph cannot be updated.
+  virtual bool retarget(const std::vector<AddressMove>& moves, std::string& why) {
+    (void)moves;
+    why = "this recorder's graphs cannot be updated";
+    return false;
+  }
   // The shared pool's memory a replay writes (every allocation made while recording), sorted and
   // disjoint; empty when the recorder has no shared pool.
   const std::vector<MemoryRange>& written() const { return written_; }

@@ -53,4 +53,10 @@ bool any_overlap(const std::vector<MemoryRange>& a, const std::vector<MemoryRang
   return false;
 }
 
+uintptr_t moved_address(uintptr_t address, const std::vector<AddressMove>& moves) {
+  for (const AddressMove& m : moves)
+    if (address >= m.from.begin && address < m.from.end) return m.to + (address - m.from.begin);
+  return address;
+}
+
 }  // namespace tg::graphs

@@ -20,6 +20,16 @@ struct MemoryRange {
   bool operator==(const MemoryRange&) const = default;
 };
 
+// A block of memory a recorded graph reads that now lives elsewhere: addresses in `from` move to
+// the same offset from `to`.
+struct AddressMove {
+  MemoryRange from;
+  uintptr_t to = 0;
+};
+
+// `address` moved by the first of `moves` whose range holds it, or unchanged.
+uintptr_t moved_address(uintptr_t address, const std::vector<AddressMove>& moves);
+
 // The same addresses as `ranges`, sorted, with touching or overlapping ranges merged.
 std::vector<MemoryRange> merge_ranges(std::vector<MemoryRange> ranges);
 // The addresses of `ranges` not in `removed` (both merged first); sorted and disjoint.
