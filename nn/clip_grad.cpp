@@ -1,5 +1,6 @@
-// Gradient clipping by the total norm. Each gradient costs one partial reduction (in float32, or
-// float64 for float64 gradients): sum |g|^p for a finite p != 0 (no root yet), max or min |g| for
+// Gradient clipping by the total norm. For orders 1, 2 and inf with every gradient on one device,
+// multi_tensor_norm gives all the per-tensor norms in one op, and the total is their norm. Otherwise
+// each gradient costs one partial reduction (in float32, or float64 for float64 gradients): sum |g|^p for a finite p != 0 (no root yet), max or min |g| for
 // +-inf, the count of nonzeros for 0. The partials meet in one buffer on the first gradient's
 // device, and one reduction there gives the total (the root taken once). The clip coefficient
 // min(1, max_norm / (total + 1e-6)) is a device tensor that every gradient is multiplied by (no
@@ -15,6 +16,7 @@
 #include "ops/compare.h"
 #include "ops/factory.h"
 #include "ops/join.h"
+#include "ops/multi_tensor_norm.h"
 #include "ops/reduce.h"
 #include "ops/unary.h"
 #include "tensor/check.h"
@@ -66,6 +68,18 @@ Tensor total_norm_accumulated(const TensorList& tensors, double p, DType& result
              dtype_name(t.dtype()));
     acc = promote_types(acc, accumulate_dtype(t.dtype()));
     result_dtype = promote_types(result_dtype, t.dtype());
+  }
+  bool one_device = true;
+  for (const Tensor& t : tensors) one_device = one_device && t.device() == first_device;
+  if (one_device && (p == 1.0 || p == 2.0 || p == INFINITY)) {
+    // One op for every tensor's norm (one launch per dtype on CUDA), then the norm of the norms, as
+    // PyTorch's foreach path computes it.
+    for (const Tensor& t : tensors)
+      TG_CHECK(p != INFINITY || t.numel() > 0, "[clip_grad_norm_] linalg.vector_norm cannot compute the inf norm on "
+               "an empty tensor because the operation does not have an identity");
+    const Tensor norms = multi_tensor_norm(tensors, p);
+    if (p == INFINITY) return amax(norms);
+    return p == 1.0 ? sum(norms) : sqrt(sum(mul(norms, norms)));
   }
   TensorList partials;
   partials.reserve(tensors.size());
