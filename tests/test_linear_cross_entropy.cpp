@@ -198,6 +198,10 @@ TEST(LinearCrossEntropy, ZeroRows) {
   EXPECT_EQ(r[1].sizes(), (Shape{0, 3}));
   testing::expect_values(r[2], std::vector<double>(12, 0.0));
   testing::expect_values(r[3], std::vector<double>(4, 0.0));
+  // No features: the logits are the bias alone.
+  const Tensor x0 = zeros({3, 0}, {.dtype = kFloat64}), w0 = zeros({4, 0}, {.dtype = kFloat64});
+  expect_all_close(loss_and_grads(true, x0, w0, b, labels({1, 3, 0}), {.chunk_rows = 2}),
+                   loss_and_grads(false, x0, w0, b, labels({1, 3, 0}), {}), 1e-12, 1e-12);
   // Every row ignored: Mean is NaN too.
   r = loss_and_grads(true, random_tensor({2, 3}), w, b, labels({-100, -100}), {});
   EXPECT_TRUE(std::isnan(r[0].item<double>()));

@@ -2,6 +2,7 @@
 // (a running maximum rescales the running sum), so a 50k-class row costs one pass, not two.
 #include "ops/cuda/linear_cross_entropy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
