@@ -70,26 +70,29 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
-// logits[r, c] = (exp(logits[r, c] - lse[r]) - (c == t)) * grad[r], 0 on ignored rows.
+// logits[r, c] = (exp(logits[r, c] - lse[r]) - (c == t)) * grad[r], 0 on ignored rows. Rows along
+// the grid's y, columns along x (no 64-bit division per element).
 template <typename T, typename A>
 __global__ void softmax_grad_kernel(T* __restrict__ logits, int64_t rows, int64_t classes, const A* __restrict__ lse,
                                     const int64_t* __restrict__ target, int64_t target_stride, int64_t ignore_index,
                                     const A* __restrict__ grad, int64_t grad_stride, int64_t first_row,
                                     DeviceErrorRecord* error) {
-  const int64_t total = rows * classes;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i / classes;
-    const int64_t c = i - r * classes;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    T* row = logits + r * classes;
     const int64_t t = target[r * target_stride];
     if (t == ignore_index) {
-      logits[i] = static_cast<T>(A(0));
+      for (int64_t c = c0; c < classes; c += step) row[c] = static_cast<T>(A(0));
     } else if (t < 0 || t >= classes) {
-      if (c == 0) report_device_error(error, DeviceErrorOp::LinearCrossEntropyBackward, t, classes, 0, first_row + r);
-      logits[i] = static_cast<T>(std::numeric_limits<A>::quiet_NaN());
+      if (c0 == 0) report_device_error(error, DeviceErrorOp::LinearCrossEntropyBackward, t, classes, 0, first_row + r);
+      for (int64_t c = c0; c < classes; c += step) row[c] = static_cast<T>(std::numeric_limits<A>::quiet_NaN());
     } else {
-      const A p = exp(static_cast<A>(logits[i]) - lse[r]);
-      logits[i] = static_cast<T>((p - (c == t ? A(1) : A(0))) * grad[r * grad_stride]);
+      const A l = lse[r], g = grad[r * grad_stride];
+      for (int64_t c = c0; c < classes; c += step) {
+        const A p = exp(static_cast<A>(row[c]) - l);
+        row[c] = static_cast<T>((p - (c == t ? A(1) : A(0))) * g);
+      }
     }
   }
 }
@@ -117,7 +120,8 @@ void linear_cross_entropy_rows_backward(const Tensor& logits, const Tensor& lse,
   DeviceErrorRecord* error = device_error_record(logits.device().index);
   const int64_t grad_stride = row_grad.numel() == 1 ? 0 : 1;
   constexpr int kThreads = 256;
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((rows * classes + kThreads - 1) / kThreads, 1 << 20));
+  const dim3 blocks(static_cast<unsigned>(std::min<int64_t>((classes + kThreads - 1) / kThreads, 1024)),
+                    static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
   TG_DISPATCH_FLOATING(logits.dtype(), "linear_cross_entropy_backward", [&] {
     using A = acc_type<scalar_t>;
     softmax_grad_kernel<scalar_t, A><<<blocks, kThreads, 0, current_stream()>>>(
