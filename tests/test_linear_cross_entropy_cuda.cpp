@@ -7,6 +7,7 @@
 
 #include "graphs/compile.h"
 #include "support/test_support.h"
+#include "tensor/cuda_memory.h"
 #include "tensor/cuda_runtime.h"
 
 namespace tg {
@@ -108,6 +109,32 @@ TEST(LinearCrossEntropyCuda, CapturedInCudaGraphs) {
   EXPECT_GT(compiled.counters().graphs_captured, 0);
   EXPECT_GT(compiled.counters().replays, 0);
   EXPECT_TRUE(compiled.counters().cudagraph_skips.empty());
+}
+
+// The point of the op: a step's peak memory grows by a chunk of logits, not by [N, V] of them
+// (512 MiB here in float32, held several times over by the composed path).
+TEST(LinearCrossEntropyCuda, PeakMemoryIsAChunkNotTheLogits) {
+  TG_REQUIRE_CUDA();
+  const Device dev = cuda_device(0);
+  const int64_t n = 4096, v = 32768, d = 64;
+  const int64_t logits_bytes = n * v * 4;
+  const Tensor x = randn({n, d}, {.device = dev}), w = randn({v, d}, {.device = dev});
+  const Tensor t = randint(0, v, {n}, {.device = dev});
+  auto peak_of_step = [&](bool fused) {
+    const Tensor xr = x.detach().requires_grad_(true), wr = w.detach().requires_grad_(true);
+    cuda::synchronize(0);
+    const int64_t before = cuda::memory_allocated(0);
+    cuda::reset_peak_memory_stats(0);
+    const Tensor loss = fused ? linear_cross_entropy(xr, wr, Tensor(), t, {.chunk_rows = 512})
+                              : cross_entropy(linear(xr, wr), t);
+    loss.backward();
+    cuda::synchronize(0);
+    return cuda::max_memory_allocated(0) - before;
+  };
+  const int64_t fused = peak_of_step(true);
+  const int64_t composed = peak_of_step(false);
+  EXPECT_LT(fused, logits_bytes / 4) << "fused step peak " << fused << " bytes";
+  EXPECT_GT(composed, logits_bytes) << "composed step peak " << composed << " bytes";
 }
 
 // No host read of the targets: a bad one gives NaN and is raised at the next synchronization.
