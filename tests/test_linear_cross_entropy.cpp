@@ -279,6 +279,22 @@ TEST(LinearCrossEntropy, GptLossEqualsComposedLoss) {
   expect_all_close(fused, composed, 1e-10, 1e-12);
 }
 
+// Only the input requires a gradient (a frozen head): it matches the composed path's; a second
+// derivative is refused with a clear error rather than computed wrong.
+TEST(LinearCrossEntropy, FrozenWeightAndNoDoubleBackward) {
+  manual_seed(12);
+  const Tensor w = random_tensor({6, 3}), target = random_targets(5, 6, 2);
+  const Tensor x1 = random_tensor({5, 3}, kFloat64, true), x2 = x1.detach().requires_grad_(true);
+  linear_cross_entropy(x1, w, Tensor(), target, {.chunk_rows = 2}).backward();
+  cross_entropy(linear(x2, w), target).backward();
+  expect_close(x1.grad(), x2.grad(), 1e-12, 1e-12);
+  EXPECT_FALSE(w.grad().defined());
+  const Tensor x3 = random_tensor({5, 3}, kFloat64, true);
+  const Tensor loss = linear_cross_entropy(x3, w, Tensor(), target);
+  const TensorList g = grad({loss}, {x3}, {}, true, true);
+  EXPECT_THROW_MSG(g[0].sum().backward(), "[linear_cross_entropy_backward] is not differentiable");
+}
+
 TEST(LinearCrossEntropy, Errors) {
   const Tensor x = zeros({3, 2}), w = zeros({4, 2}), b = zeros({4}), t = labels({0, 1, 2});
   EXPECT_THROW_MSG(linear_cross_entropy(zeros({3}), w, b, t), "[linear_cross_entropy] expected input of shape [N, D], got [3]");
