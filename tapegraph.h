@@ -30,6 +30,7 @@
 #include "ops/factory.h"
 #include "ops/gather.h"
 #include "ops/join.h"
+#include "ops/linear_cross_entropy.h"
 #include "ops/loss.h"
 #include "ops/masking.h"
 #include "ops/matmul.h"

@@ -9,7 +9,7 @@
 #include "ops/attention.h"
 #include "ops/dropout.h"
 #include "ops/factory.h"
-#include "ops/loss.h"
+#include "ops/linear_cross_entropy.h"
 #include "ops/split.h"
 #include "ops/unary.h"
 #include "tensor/check.h"
@@ -73,7 +73,7 @@ GPT::GPT(GPTConfig config, TensorOptions options) : config_(config) {
   init_linear(*lm_head_, kInitStd);
 }
 
-Tensor GPT::forward(const Tensor& idx) {
+Tensor GPT::hidden(const Tensor& idx) {
   TG_CHECK(idx.dim() == 2, "[GPT] expected token ids [B, T], got shape ", shape_str(idx.sizes()));
   const int64_t t = idx.size(1);
   TG_CHECK(t <= config_.context, "[GPT] a sequence of ", t, " tokens is longer than the context of ",
@@ -85,14 +85,17 @@ Tensor GPT::forward(const Tensor& idx) {
     h = config_.checkpoint ? tg::checkpoint([block](const Tensor& x) { return block->forward(x); }, h)
                            : block->forward(h);
   }
-  return lm_head_->forward(ln_f_->forward(h));
+  return ln_f_->forward(h);
 }
+
+Tensor GPT::forward(const Tensor& idx) { return lm_head_->forward(hidden(idx)); }
 
 Tensor GPT::loss(const Tensor& idx, const Tensor& targets) {
   TG_CHECK(targets.sizes() == idx.sizes(), "[GPT] targets of shape ", shape_str(targets.sizes()),
            " do not match token ids of shape ", shape_str(idx.sizes()));
-  const Tensor logits = forward(idx);
-  return cross_entropy(logits.reshape({-1, config_.vocab_size}), targets.reshape({-1}));
+  const Tensor h = hidden(idx);
+  return linear_cross_entropy(h.reshape({-1, config_.d_model}), lm_head_->weight(), lm_head_->bias(),
+                              targets.reshape({-1}));
 }
 
 std::string GPT::extra_repr() const {

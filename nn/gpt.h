@@ -47,13 +47,17 @@ class GPT : public Module {
  public:
   explicit GPT(GPTConfig config = {}, TensorOptions options = {});
   Tensor forward(const Tensor& idx) override;
-  // The mean cross-entropy of forward(idx) against targets [B, T] (the next tokens).
+  // The mean cross-entropy of forward(idx) against targets [B, T] (the next tokens), computed by
+  // linear_cross_entropy from the final hidden states: the [B*T, vocab_size] logits never exist.
   Tensor loss(const Tensor& idx, const Tensor& targets);
   const GPTConfig& config() const { return config_; }
   std::string type_name() const override { return "GPT"; }
   std::string extra_repr() const override;
 
  private:
+  // The final layer norm's output [B, T, d_model]: what lm_head reads.
+  Tensor hidden(const Tensor& idx);
+
   GPTConfig config_;
   std::shared_ptr<Embedding> wte_, wpe_;
   std::shared_ptr<ModuleList> h_;

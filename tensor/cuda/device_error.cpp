@@ -50,6 +50,8 @@ const char* op_name(int32_t op) {
     case DeviceErrorOp::NllLossBackward: return "nll_loss_backward";
     case DeviceErrorOp::MultinomialBadWeight:
     case DeviceErrorOp::MultinomialZeroSum: return "multinomial";
+    case DeviceErrorOp::LinearCrossEntropy: return "linear_cross_entropy";
+    case DeviceErrorOp::LinearCrossEntropyBackward: return "linear_cross_entropy_backward";
     case DeviceErrorOp::None: break;
   }
   return "unknown op";
@@ -104,6 +106,8 @@ void raise_device_error(int device, const DeviceErrorRecord* seen) {
               " (index out of range in self)", origin);
     case DeviceErrorOp::NllLoss:
     case DeviceErrorOp::NllLossBackward:
+    case DeviceErrorOp::LinearCrossEntropy:
+    case DeviceErrorOp::LinearCrossEntropyBackward:
       TG_FAIL("[", op, "] target ", e.value, " is out of range for ", e.bound, " classes (at batch index ", e.where,
               ")", origin);
     case DeviceErrorOp::MultinomialBadWeight:

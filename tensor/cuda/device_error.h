@@ -20,6 +20,8 @@ enum class DeviceErrorOp : int32_t {
   NllLossBackward,
   MultinomialBadWeight,  // a negative, infinite or NaN weight (value: its category, where: its row)
   MultinomialZeroSum,    // a row whose weights sum to zero (where: the row)
+  LinearCrossEntropy,    // a class target out of range (value: the target, where: its row)
+  LinearCrossEntropyBackward,
 };
 
 // The first error a kernel reported on a device since the host last read it.
