@@ -28,8 +28,10 @@ Tensor random_targets(int64_t rows, int64_t classes, int64_t ignore_every) {
 // The loss and the gradients w.r.t. x, w and b on `device` (returned on the CPU).
 TensorList on_device(Device device, const Tensor& x0, const Tensor& w0, const Tensor& b0, const Tensor& target,
                      const LinearCrossEntropyOptions& o) {
-  const Tensor x = x0.to(device).requires_grad_(true), w = w0.to(device).requires_grad_(true);
-  const Tensor b = b0.to(device).requires_grad_(true);
+  // Detached first: on the CPU, to() returns the tensor itself, which would make the next call's
+  // copies non-leaf tensors without a .grad.
+  const Tensor x = x0.detach().to(device).requires_grad_(true), w = w0.detach().to(device).requires_grad_(true);
+  const Tensor b = b0.detach().to(device).requires_grad_(true);
   Tensor loss = linear_cross_entropy(x, w, b, target.to(device), o);
   if (o.reduction == Reduction::None) loss = (loss * arange(loss.numel(), {.dtype = loss.dtype(), .device = device})).sum();
   loss.backward();
