@@ -9,7 +9,10 @@
 #include <memory>
 
 #include "graphs/compile.h"
+#include "autograd/grad_mode.h"
+#include "graphs/cudagraphs/graph_recorder.h"
 #include "nn/nn.h"
+#include "ops/optim_step.h"
 #include "optim/optim.h"
 #include "support/test_support.h"
 
@@ -323,6 +326,123 @@ TEST(DeviceHyperparams, ClipNormTakesATensorThreshold) {
                    "[clip_grad_norm_] max_norm must be one floating-point number, got int64");
   nn::utils::clip_grad_norm_({p}, full({}, 1.0));
   EXPECT_NEAR(p.grad().item<double>(), 1.0, 1e-6);
+}
+
+// The fused ops' device scalars replace the options of their names (values exact in float32, so
+// either dtype gives the same update as the options).
+struct FusedCase {
+  TensorList params, grads, m, v, steps;
+};
+
+FusedCase fused_case(Device device) {
+  manual_seed(3);
+  FusedCase c;
+  for (const Shape& s : {Shape{5}, Shape{2, 3}}) {
+    c.params.push_back(randn(s, {.dtype = kFloat64}).to(device));
+    c.grads.push_back(randn(s, {.dtype = kFloat64}).to(device));
+    c.m.push_back(randn(s, {.dtype = kFloat64}).to(device));
+    c.v.push_back(rand(s, {.dtype = kFloat64}).to(device));
+    c.steps.push_back(full({}, 2.0, {.dtype = kFloat32, .device = device}));
+  }
+  return c;
+}
+
+// Runs sgd_step_ and adam_step_ (with momentum, and AdamW) on copies of fused_case: once from the
+// options, once from device scalars of `dtype` with the options set to wrong values. Returns both
+// results, parameters then moments.
+std::pair<TensorList, TensorList> fused_both_ways(Device device, DType dtype) {
+  NoGradGuard no_grad;
+  auto scalar = [&](double v) { return full({}, v, {.dtype = dtype, .device = device}); };
+  std::pair<TensorList, TensorList> out;
+  for (int way = 0; way < 2; ++way) {
+    FusedCase c = fused_case(device);
+    TensorList& result = way == 0 ? out.first : out.second;
+    const SgdStepOptions sgd_true{.lr = 0.25, .momentum = 0.75, .dampening = 0.125, .weight_decay = 0.0625};
+    const SgdStepOptions sgd_wrong{.lr = 9.0, .momentum = 0.5, .dampening = 0.5, .weight_decay = 9.0};
+    if (way == 0) {
+      sgd_step_(c.params, c.grads, c.m, sgd_true);
+    } else {
+      sgd_step_(c.params, c.grads, c.m, sgd_wrong, Tensor(),
+                SgdStepScalars{scalar(0.25), scalar(0.75), scalar(0.125), scalar(0.0625)});
+    }
+    for (bool decoupled : {false, true}) {
+      const AdamStepOptions adam_true{.lr = 0.5, .beta1 = 0.75, .beta2 = 0.875, .eps = 0.0625,
+                                      .weight_decay = 0.125, .decoupled = decoupled};
+      const AdamStepOptions adam_wrong{.lr = 9.0, .beta1 = 0.1, .beta2 = 0.2, .eps = 9.0, .weight_decay = 9.0,
+                                       .decoupled = decoupled};
+      if (way == 0) {
+        adam_step_(c.params, c.grads, c.m, c.v, c.steps, adam_true);
+      } else {
+        adam_step_(c.params, c.grads, c.m, c.v, c.steps, adam_wrong, Tensor(),
+                   AdamStepScalars{scalar(0.5), scalar(0.75), scalar(0.875), scalar(0.0625), scalar(0.125)});
+      }
+    }
+    for (const TensorList* l : {&c.params, &c.m, &c.v, &c.steps})
+      for (const Tensor& t : *l) result.push_back(t.to(kCPU));
+  }
+  return out;
+}
+
+TEST(DeviceHyperparams, FusedOpsReadEveryScalar) {
+  for (DType dtype : {kFloat32, kFloat64}) {
+    const auto [from_options, from_scalars] = fused_both_ways(kCPU, dtype);
+    for (size_t k = 0; k < from_options.size(); ++k) testing::expect_close(from_scalars[k], from_options[k], 0, 0);
+  }
+}
+
+TEST(DeviceHyperparams, FusedOpsRejectBadScalars) {
+  NoGradGuard no_grad;
+  Tensor p = ones({4}), g = ones({4}), m = zeros({4}), v = zeros({4}), s = zeros({});
+  SgdStepScalars sgd;
+  sgd.dampening = full({2}, 0.1);
+  EXPECT_THROW_MSG(sgd_step_({p}, {g}, {m}, {.momentum = 0.9}, Tensor(), sgd),
+                   "[sgd_step_] dampening must be one float32 or float64 value on cpu, got float32 of shape [2]");
+  AdamStepScalars adam;
+  adam.beta2 = full({}, 1, {.dtype = kInt64});
+  EXPECT_THROW_MSG(adam_step_({p}, {g}, {m}, {v}, {s}, {}, Tensor(), adam),
+                   "[adam_step_] beta2 must be one float32 or float64 value on cpu, got int64 of shape []");
+}
+
+TEST(DeviceHyperparamsCuda, FusedOpsReadEveryScalarLikeTheCpu) {
+  TG_REQUIRE_CUDA();
+  for (DType dtype : {kFloat32, kFloat64}) {
+    const auto [cpu_options, cpu_scalars] = fused_both_ways(kCPU, dtype);
+    const auto [gpu_options, gpu_scalars] = fused_both_ways(cuda_device(), dtype);
+    for (size_t k = 0; k < cpu_options.size(); ++k) {
+      testing::expect_close(gpu_scalars[k], gpu_options[k], 0, 0);
+      testing::expect_close(gpu_scalars[k], cpu_options[k], 1e-12, 1e-14);
+    }
+  }
+}
+
+// A recorded Adam update reads the betas when replayed: its bias corrections follow them.
+TEST(DeviceHyperparamsCuda, ReplayedAdamReadsTheCurrentBetas) {
+  TG_REQUIRE_CUDA();
+  NoGradGuard no_grad;
+  const Device dev = cuda_device();
+  FusedCase c = fused_case(dev), ref = fused_case(kCPU);
+  AdamStepScalars scalars{full({}, 0.5, {.dtype = kFloat64, .device = dev}),
+                                full({}, 0.9, {.dtype = kFloat64, .device = dev}),
+                                full({}, 0.999, {.dtype = kFloat64, .device = dev}),
+                                full({}, 1e-8, {.dtype = kFloat64, .device = dev}),
+                                full({}, 0.0, {.dtype = kFloat64, .device = dev})};
+  auto [graph, outputs] = graphs::cuda_graph_recorder(dev)->record([&] {
+    adam_step_(c.params, c.grads, c.m, c.v, c.steps, {}, Tensor(), scalars);
+    return TensorList{};
+  });
+  // Recording ran nothing: restore the state, then replay with new betas.
+  const FusedCase fresh = fused_case(dev);
+  for (size_t k = 0; k < c.params.size(); ++k) {
+    c.params[k].copy_(fresh.params[k]);
+    c.m[k].copy_(fresh.m[k]);
+    c.v[k].copy_(fresh.v[k]);
+    c.steps[k].copy_(fresh.steps[k]);
+  }
+  scalars.beta1.fill_(0.6);
+  scalars.beta2.fill_(0.7);
+  graph->replay();
+  adam_step_(ref.params, ref.grads, ref.m, ref.v, ref.steps, {.lr = 0.5, .beta1 = 0.6, .beta2 = 0.7, .eps = 1e-8});
+  for (size_t k = 0; k < c.params.size(); ++k) testing::expect_close(c.params[k].to(kCPU), ref.params[k], 1e-12, 1e-14);
 }
 
 // A declared-dynamic scalar argument: a graph input, so a new value every call reuses one graph
