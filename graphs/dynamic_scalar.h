@@ -2,6 +2,7 @@
 // a 0-dim tensor, or torch._dynamo.mark_dynamic): a new value reuses the compiled graph.
 #pragma once
 
+#include <optional>
 #include <type_traits>
 
 #include "tensor/tensor.h"
@@ -20,8 +21,8 @@ struct DynamicScalar {
   operator Tensor() const { return tensor(); }
 };
 
-// Declares `value` dynamic: float64 for floating-point numbers, int64 for integers, bool for bools
-// (or `dtype` when given), e.g. f(x, tg::dynamic(alpha)) with f compiled from
+// Declares `value` dynamic: float64 for floating-point numbers, int64 for integers (exact up to
+// 2^53, as the value is held as a double), bool for bools (or `dtype` when given), e.g. f(x, tg::dynamic(alpha)) with f compiled from
 // [](const Tensor& x, const Tensor& alpha) { return x * alpha; }.
 template <typename T>
   requires std::is_arithmetic_v<T>
