@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "graphs/counters.h"
+#include "graphs/dynamic_scalar.h"
 #include "graphs/capture/guards.h"
 #include "graphs/capture/joint.h"
 #include "graphs/partition/partition.h"
@@ -126,12 +127,14 @@ struct is_vector : std::false_type {};
 template <typename T>
 struct is_vector<std::vector<T>> : std::true_type {};
 
-// How one argument of a compiled call is treated: a tensor, a list of tensors (flattened into graph
-// inputs), a host value guarded by value, or an object passed by reference (guarded by identity).
+// How one argument of a compiled call is treated: a tensor or a dynamic scalar (a graph input), a
+// list of tensors (flattened into graph inputs), a host value guarded by value, or an object passed
+// by reference (guarded by identity).
 template <typename A>
 struct ArgTraits {
   using D = std::decay_t<A>;
-  static constexpr bool tensor = std::is_same_v<D, Tensor> || std::is_base_of_v<Tensor, D>;
+  static constexpr bool dynamic = std::is_same_v<D, DynamicScalar>;
+  static constexpr bool tensor = std::is_same_v<D, Tensor> || std::is_base_of_v<Tensor, D> || dynamic;
   static constexpr bool tensor_list = std::is_same_v<D, std::vector<Tensor>> || std::is_same_v<D, TensorList>;
   static constexpr bool scalar = std::is_arithmetic_v<D> || std::is_same_v<D, std::string> ||
                                  std::is_same_v<D, const char*> || std::is_same_v<D, char*>;
@@ -150,7 +153,11 @@ HostValue to_host_value(const D& v) {
 template <typename A>
 void flatten_arg(const A& a, const std::string& who, CallArgs& out) {
   using T = ArgTraits<A>;
-  if constexpr (T::tensor) {
+  if constexpr (T::dynamic) {
+    // A graph input like a tensor: guarded on dtype and shape, its value read when the graph runs.
+    out.tensors.push_back(a.tensor());
+    out.names.push_back(who + " (dynamic scalar)");
+  } else if constexpr (T::tensor) {
     out.tensors.push_back(a);
     out.names.push_back(who);
   } else if constexpr (T::tensor_list) {
@@ -199,8 +206,9 @@ using UnflatType = std::conditional_t<ArgTraits<A>::tensor, Tensor,
 
 // A compiled callable: call it like the original function. Arguments may mix Tensors,
 // std::vector<Tensor> (flattened into graph inputs), int64_t/double/bool/std::string and
-// std::vector<int64_t> (guarded by value: a change recompiles) and objects such as modules passed
-// by reference (guarded by identity).
+// std::vector<int64_t> (guarded by value: a change recompiles), numbers declared dynamic with
+// tg::dynamic(x) (graph inputs: the function takes a 0-dim Tensor, and a new value never recompiles)
+// and objects such as modules passed by reference (guarded by identity).
 template <typename F>
 class Compiled {
  public:

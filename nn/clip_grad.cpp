@@ -101,10 +101,8 @@ void check_finite(const Tensor& total, double p) {
            "scale the gradients by the non-finite norm anyway, set `error_if_nonfinite=False`");
 }
 
-// Multiplies every tensor by min(1, max_norm / (total + 1e-6)), the coefficient cast once per
-// device and dtype.
-void scale_by_clip_coef_(const TensorList& tensors, double max_norm, const Tensor& total) {
-  const Tensor coef = clamp(rdiv(add(total, 1e-6), max_norm), std::nullopt, 1.0);
+// Multiplies every tensor by `coef` (a 0-dim tensor), cast once per device and dtype.
+void scale_by_coef_(const TensorList& tensors, const Tensor& coef) {
   std::vector<Tensor> casts;
   for (const Tensor& t : tensors) {
     if (!t.defined()) continue;
@@ -117,7 +115,28 @@ void scale_by_clip_coef_(const TensorList& tensors, double max_norm, const Tenso
   }
 }
 
-Tensor total_and_clip(const TensorList& grads, double max_norm, double p, bool error_if_nonfinite) {
+// Multiplies every tensor by min(1, max_norm / (total + 1e-6)).
+void scale_by_clip_coef_(const TensorList& tensors, double max_norm, const Tensor& total) {
+  scale_by_coef_(tensors, clamp(rdiv(add(total, 1e-6), max_norm), std::nullopt, 1.0));
+}
+
+// The same with max_norm a 0-dim tensor, read when the ops run (so a traced or captured clip follows
+// a changing threshold); it is cast to the total's device and dtype first, so that the coefficient is
+// computed as with a number.
+void scale_by_clip_coef_(const TensorList& tensors, const Tensor& max_norm, const Tensor& total) {
+  const Tensor limit = max_norm.reshape({}).to(total.device(), total.dtype());
+  scale_by_coef_(tensors, clamp(div(limit, add(total, 1e-6)), std::nullopt, 1.0));
+}
+
+void check_max_norm(const char* op, const Tensor& max_norm) {
+  TG_CHECK(max_norm.defined() && max_norm.numel() == 1 && max_norm.is_floating_point(), "[", op,
+           "] max_norm must be one floating-point number, got ",
+           max_norm.defined() ? std::string(dtype_name(max_norm.dtype())) + " of shape " + shape_str(max_norm.sizes())
+                              : std::string("an undefined tensor"));
+}
+
+template <typename MaxNorm>
+Tensor total_and_clip(const TensorList& grads, const MaxNorm& max_norm, double p, bool error_if_nonfinite) {
   NoGradGuard no_grad;
   if (grads.empty()) return zeros({});
   DType result_dtype;
@@ -156,11 +175,39 @@ Tensor clip_grad_norm_(const TensorList& parameters, double max_norm, double nor
   return total_and_clip(defined_grads(parameters), max_norm, norm_type, error_if_nonfinite);
 }
 
-Tensor clip_norm_(const TensorList& grads, double max_norm, double norm_type, bool error_if_nonfinite) {
+Tensor clip_grad_norm_(const TensorList& parameters, const Tensor& max_norm, double norm_type,
+                       bool error_if_nonfinite, std::optional<bool>) {
+  check_max_norm("clip_grad_norm_", max_norm);
+  return total_and_clip(defined_grads(parameters), max_norm, norm_type, error_if_nonfinite);
+}
+
+void clip_grads_with_norm_(const TensorList& parameters, const Tensor& max_norm, const Tensor& total_norm,
+                           std::optional<bool>) {
+  check_max_norm("clip_grads_with_norm_", max_norm);
+  const TensorList grads = defined_grads(parameters);
+  if (grads.empty()) return;
+  TG_CHECK(total_norm.defined() && total_norm.numel() == 1, "[clip_grads_with_norm_] total_norm must be one number, got ",
+           total_norm.defined() ? "shape " + shape_str(total_norm.sizes()) : std::string("an undefined tensor"));
+  NoGradGuard no_grad;
+  scale_by_clip_coef_(grads, max_norm, total_norm.reshape({}));
+}
+
+namespace {
+TensorList defined_only(const TensorList& grads) {
   TensorList defined;
   for (const Tensor& g : grads)
     if (g.defined()) defined.push_back(g);
-  return total_and_clip(defined, max_norm, norm_type, error_if_nonfinite);
+  return defined;
+}
+}  // namespace
+
+Tensor clip_norm_(const TensorList& grads, double max_norm, double norm_type, bool error_if_nonfinite) {
+  return total_and_clip(defined_only(grads), max_norm, norm_type, error_if_nonfinite);
+}
+
+Tensor clip_norm_(const TensorList& grads, const Tensor& max_norm, double norm_type, bool error_if_nonfinite) {
+  check_max_norm("clip_norm_", max_norm);
+  return total_and_clip(defined_only(grads), max_norm, norm_type, error_if_nonfinite);
 }
 
 }  // namespace tg::nn::utils

@@ -20,6 +20,12 @@ namespace tg::nn::utils {
 Tensor clip_grad_norm_(const TensorList& parameters, double max_norm, double norm_type = 2.0,
                        bool error_if_nonfinite = false, std::optional<bool> foreach = std::nullopt);
 
+// clip_grad_norm_ with max_norm a 0-dim (or one-element) floating tensor on any device, read when the
+// ops run: a traced or captured clip (a compiled step's grad transform) follows every change of the
+// threshold, written in place (fill_), without re-tracing. PyTorch's analogue passes a tensor max_norm.
+Tensor clip_grad_norm_(const TensorList& parameters, const Tensor& max_norm, double norm_type = 2.0,
+                       bool error_if_nonfinite = false, std::optional<bool> foreach = std::nullopt);
+
 // torch.nn.utils.get_total_norm: the norm of the norms of `tensors` (the gradients themselves), as
 // clip_grad_norm_ computes it: per-tensor partial reductions gathered into one buffer, then one
 // reduction over it.
@@ -30,9 +36,17 @@ Tensor get_total_norm(const TensorList& tensors, double norm_type = 2.0, bool er
 // min(1, max_norm / (total_norm + 1e-6)) in place, with total_norm a 0-dim tensor (get_total_norm's).
 void clip_grads_with_norm_(const TensorList& parameters, double max_norm, const Tensor& total_norm,
                            std::optional<bool> foreach = std::nullopt);
+// clip_grads_with_norm_ with max_norm a 0-dim tensor, as for clip_grad_norm_.
+void clip_grads_with_norm_(const TensorList& parameters, const Tensor& max_norm, const Tensor& total_norm,
+                           std::optional<bool> foreach = std::nullopt);
 
 // clip_grad_norm_ for the gradients themselves rather than their parameters (undefined entries
 // skipped): what a compiled optimizer update receives, e.g. in CompiledStep::set_grad_transform.
 Tensor clip_norm_(const TensorList& grads, double max_norm, double norm_type = 2.0, bool error_if_nonfinite = false);
+// clip_norm_ with max_norm a 0-dim tensor, as for clip_grad_norm_: e.g. a compiled step's
+// transform [&](const TensorList& g) { clip_norm_(g, threshold); } with threshold.fill_(v) between
+// steps clips at v without re-tracing.
+Tensor clip_norm_(const TensorList& grads, const Tensor& max_norm, double norm_type = 2.0,
+                  bool error_if_nonfinite = false);
 
 }  // namespace tg::nn::utils

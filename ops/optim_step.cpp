@@ -77,19 +77,42 @@ TensorList slice(const TensorList& in, size_t first, size_t n) {
                     in.begin() + static_cast<std::ptrdiff_t>(first + n));
 }
 
-// A fused step's inputs: its lists, then its skip flag and its learning rate when it has them.
+// The device scalars each op can read in place of its options, in input order (bit k of an op's
+// mask: slot k is an input).
+const std::vector<const char*> kAdamScalars = {"lr", "beta1", "beta2", "eps", "weight_decay"};
+const std::vector<const char*> kSgdScalars = {"lr", "momentum", "dampening", "weight_decay"};
+
+size_t count_bits(unsigned mask) {
+  size_t n = 0;
+  for (; mask != 0; mask &= mask - 1) ++n;
+  return n;
+}
+
+// The mask of the defined tensors among `scalars`.
+unsigned scalar_mask(std::initializer_list<const Tensor*> scalars) {
+  unsigned mask = 0, bit = 1;
+  for (const Tensor* t : scalars) {
+    if (t->defined()) mask |= bit;
+    bit <<= 1;
+  }
+  return mask;
+}
+
+// A fused step's inputs: its lists, then its skip flag when it has one, then the device scalars of
+// the slots in its mask.
 struct StepInputs {
   TensorList lists;
   Tensor skip_if;
-  Tensor lr;
+  std::vector<Tensor> scalars;  // one per slot; undefined where the option's value is used
 };
 
-StepInputs split_inputs(const TensorList& in, bool skip_flag, bool lr_tensor) {
-  const size_t extras = (skip_flag ? 1 : 0) + (lr_tensor ? 1 : 0);
-  StepInputs s{slice(in, 0, in.size() - extras), Tensor(), Tensor()};
+StepInputs split_inputs(const TensorList& in, bool skip_flag, unsigned mask, size_t slots) {
+  const size_t extras = (skip_flag ? 1 : 0) + count_bits(mask);
+  StepInputs s{slice(in, 0, in.size() - extras), Tensor(), std::vector<Tensor>(slots)};
   size_t k = in.size() - extras;
   if (skip_flag) s.skip_if = in[k++];
-  if (lr_tensor) s.lr = in[k++];
+  for (size_t j = 0; j < slots; ++j)
+    if (mask & (1u << j)) s.scalars[j] = in[k++];
   return s;
 }
 
@@ -99,48 +122,53 @@ std::string scalar_str(const Tensor& t) {
                      : std::string("an undefined tensor");
 }
 
-// split_inputs, after checking the trailing scalars: the skip flag is one float32 value and the
-// learning rate one float32 or float64 value, both on the parameters' device.
-StepInputs checked_inputs(const char* op, const TensorList& in, bool skip_flag, bool lr_tensor) {
-  const size_t extras = (skip_flag ? 1 : 0) + (lr_tensor ? 1 : 0);
-  TG_CHECK(in.size() > extras, "[", op, "] expected parameter lists before the skip flag and the learning rate");
-  StepInputs s = split_inputs(in, skip_flag, lr_tensor);
+// split_inputs, after checking the trailing scalars: the skip flag is one float32 value and each
+// device scalar (named by `names`) one float32 or float64 value, all on the parameters' device.
+StepInputs checked_inputs(const char* op, const TensorList& in, bool skip_flag, unsigned mask,
+                          const std::vector<const char*>& names) {
+  const size_t extras = (skip_flag ? 1 : 0) + count_bits(mask);
+  TG_CHECK(in.size() > extras, "[", op, "] expected parameter lists before the skip flag and the device scalars");
+  StepInputs s = split_inputs(in, skip_flag, mask, names.size());
   const Device device = in[0].device();
   if (skip_flag) {
     const Tensor& flag = s.skip_if;
     TG_CHECK(flag.defined() && flag.numel() == 1 && flag.dtype() == kFloat32 && flag.device() == device, "[", op,
              "] skip_if must be one float32 value on ", device.str(), ", got ", scalar_str(flag));
   }
-  if (lr_tensor) {
-    const Tensor& lr = s.lr;
-    TG_CHECK(lr.defined() && lr.numel() == 1 && (lr.dtype() == kFloat32 || lr.dtype() == kFloat64) &&
-                 lr.device() == device,
-             "[", op, "] lr must be one float32 or float64 value on ", device.str(), ", got ", scalar_str(lr));
+  for (size_t j = 0; j < names.size(); ++j) {
+    if (!(mask & (1u << j))) continue;
+    const Tensor& t = s.scalars[j];
+    TG_CHECK(t.defined() && t.numel() == 1 && (t.dtype() == kFloat32 || t.dtype() == kFloat64) &&
+                 t.device() == device,
+             "[", op, "] ", names[j], " must be one float32 or float64 value on ", device.str(), ", got ",
+             scalar_str(t));
   }
   return s;
 }
 
-// The learning rate a CPU kernel uses: the tensor's value when there is one, else the option's.
-double lr_value(const Tensor& lr, double option) {
-  if (!lr.defined()) return option;
-  return lr.dtype() == kFloat64 ? *lr.data_ptr<double>() : static_cast<double>(*lr.data_ptr<float>());
+// The value a CPU kernel uses: the tensor's when there is one, else the option's.
+double scalar_value(const Tensor& t, double option) {
+  if (!t.defined()) return option;
+  return t.dtype() == kFloat64 ? *t.data_ptr<double>() : static_cast<double>(*t.data_ptr<float>());
 }
 
-// The attrs of the learning rate: the option's value, or where the kernels read it from.
-std::string lr_attr(double lr, bool lr_tensor) { return lr_tensor ? "lr=<tensor>" : "lr=" + std::to_string(lr); }
+// One attr: the option's value, or "<tensor>" where the kernels read it from a device scalar.
+std::string scalar_attr(const char* name, double value, unsigned mask, unsigned slot) {
+  return std::string(name) + "=" + ((mask & (1u << slot)) ? std::string("<tensor>") : std::to_string(value));
+}
 
 // adam_step_: writes params, exp_avgs, exp_avg_sqs and steps (inputs 0..n-1, 2n..5n-1).
 class AdamStepOp final : public Op {
  public:
-  AdamStepOp(size_t n, AdamStepOptions options, bool skip_flag, bool lr_tensor)
+  AdamStepOp(size_t n, AdamStepOptions options, bool skip_flag, unsigned scalars)
       : schema_(fused_step_schema("adam_step_", n, {0, 2, 3, 4})),
         options_(options),
         skip_flag_(skip_flag),
-        lr_tensor_(lr_tensor) {}
+        scalars_(scalars) {}
   const OpSchema& schema() const override { return schema_; }
 
   std::vector<TensorMeta> infer(const TensorList& in) const override {
-    const TensorList lists = checked_inputs("adam_step_", in, skip_flag_, lr_tensor_).lists;
+    const TensorList lists = checked_inputs("adam_step_", in, skip_flag_, scalars_, kAdamScalars).lists;
     check_lists("adam_step_", lists, 5, {"param", "grad", "exp_avg", "exp_avg_sq", "step"}, 4);
     const AdamLists l = split_lists(lists);
     for (size_t i = 0; i < l.n; ++i)
@@ -151,19 +179,24 @@ class AdamStepOp final : public Op {
   }
 
   void eval(const TensorList& in, TensorList& out) const override {
-    const StepInputs s = split_inputs(in, skip_flag_, lr_tensor_);
+    const StepInputs s = split_inputs(in, skip_flag_, scalars_, kAdamScalars.size());
     const AdamLists l = split_lists(s.lists);
 #ifdef TG_WITH_CUDA
     if (l.params[0].is_cuda()) {  // the kernels compute 16-bit floats in float32 themselves
       cuda::adam_step(slice(in, 0, l.n), slice(in, l.n, l.n), slice(in, 2 * l.n, l.n), slice(in, 3 * l.n, l.n),
-                      slice(in, 4 * l.n, l.n), options_, s.skip_if, s.lr);
+                      slice(in, 4 * l.n, l.n), options_, s.skip_if,
+                      AdamStepScalars{s.scalars[0], s.scalars[1], s.scalars[2], s.scalars[3], s.scalars[4]});
       return;
     }
 #endif
     if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
     if (s.skip_if.defined() && s.skip_if.item<float>() != 0.f) return;
     AdamStepOptions o = options_;
-    o.lr = lr_value(s.lr, o.lr);
+    o.lr = scalar_value(s.scalars[0], o.lr);
+    o.beta1 = scalar_value(s.scalars[1], o.beta1);
+    o.beta2 = scalar_value(s.scalars[2], o.beta2);
+    o.eps = scalar_value(s.scalars[3], o.eps);
+    o.weight_decay = scalar_value(s.scalars[4], o.weight_decay);
     TG_DISPATCH_FLOATING(l.params[0].dtype(), "adam_step_", [&] {
       for (size_t i = 0; i < l.n; ++i) {
         scalar_t* p = l.params[i].data_ptr<scalar_t>();
@@ -192,9 +225,10 @@ class AdamStepOp final : public Op {
   }
 
   std::string attrs() const override {
-    return lr_attr(options_.lr, lr_tensor_) + ", betas=(" + std::to_string(options_.beta1) + ", " +
-           std::to_string(options_.beta2) + "), eps=" + std::to_string(options_.eps) +
-           ", weight_decay=" + std::to_string(options_.weight_decay) + (options_.decoupled ? ", decoupled" : "") +
+    const AdamStepOptions& o = options_;
+    return scalar_attr("lr", o.lr, scalars_, 0) + ", " + scalar_attr("beta1", o.beta1, scalars_, 1) + ", " +
+           scalar_attr("beta2", o.beta2, scalars_, 2) + ", " + scalar_attr("eps", o.eps, scalars_, 3) + ", " +
+           scalar_attr("weight_decay", o.weight_decay, scalars_, 4) + (o.decoupled ? ", decoupled" : "") +
            (skip_flag_ ? ", skip_if" : "");
   }
 
@@ -202,43 +236,46 @@ class AdamStepOp final : public Op {
   OpSchema schema_;
   AdamStepOptions options_;
   bool skip_flag_;
-  bool lr_tensor_;
+  unsigned scalars_;  // bit k: kAdamScalars[k] is read from a device scalar
 };
 
 
 // sgd_step_: writes params (inputs 0..n-1) and, with momentum, the buffers (inputs 2n..3n-1).
 class SgdStepOp final : public Op {
  public:
-  SgdStepOp(size_t n, SgdStepOptions options, bool skip_flag, bool lr_tensor)
+  SgdStepOp(size_t n, SgdStepOptions options, bool skip_flag, unsigned scalars)
       : schema_(options.momentum != 0.0 ? fused_step_schema("sgd_step_", n, {0, 2})
                                         : fused_step_schema("sgd_step_", n, {0})),
         options_(options),
         skip_flag_(skip_flag),
-        lr_tensor_(lr_tensor) {}
+        scalars_(scalars) {}
   const OpSchema& schema() const override { return schema_; }
 
   std::vector<TensorMeta> infer(const TensorList& in) const override {
     const size_t lists = options_.momentum != 0.0 ? 3 : 2;
-    check_lists("sgd_step_", checked_inputs("sgd_step_", in, skip_flag_, lr_tensor_).lists, lists,
+    check_lists("sgd_step_", checked_inputs("sgd_step_", in, skip_flag_, scalars_, kSgdScalars).lists, lists,
                 {"param", "grad", "momentum_buffer"}, lists);
     return written_metas(schema_, in);
   }
 
   void eval(const TensorList& in, TensorList& out) const override {
     const bool momentum = options_.momentum != 0.0;
-    const StepInputs s = split_inputs(in, skip_flag_, lr_tensor_);
+    const StepInputs s = split_inputs(in, skip_flag_, scalars_, kSgdScalars.size());
     const size_t n = s.lists.size() / (momentum ? 3 : 2);
 #ifdef TG_WITH_CUDA
     if (in[0].is_cuda()) {  // the kernels compute 16-bit floats in float32 themselves
       cuda::sgd_step(slice(in, 0, n), slice(in, n, n), momentum ? slice(in, 2 * n, n) : TensorList{}, options_,
-                     s.skip_if, s.lr);
+                     s.skip_if, SgdStepScalars{s.scalars[0], s.scalars[1], s.scalars[2], s.scalars[3]});
       return;
     }
 #endif
     if (eval_widened(*this, in, out)) return;  // 16-bit floats compute in float32
     if (s.skip_if.defined() && s.skip_if.item<float>() != 0.f) return;
     SgdStepOptions o = options_;
-    o.lr = lr_value(s.lr, o.lr);
+    o.lr = scalar_value(s.scalars[0], o.lr);
+    o.momentum = scalar_value(s.scalars[1], o.momentum);
+    o.dampening = scalar_value(s.scalars[2], o.dampening);
+    o.weight_decay = scalar_value(s.scalars[3], o.weight_decay);
     TG_DISPATCH_FLOATING(in[0].dtype(), "sgd_step_", [&] {
       for (size_t i = 0; i < n; ++i) {
         scalar_t* p = in[i].data_ptr<scalar_t>();
@@ -259,9 +296,10 @@ class SgdStepOp final : public Op {
   }
 
   std::string attrs() const override {
-    return lr_attr(options_.lr, lr_tensor_) + ", momentum=" + std::to_string(options_.momentum) +
-           ", dampening=" + std::to_string(options_.dampening) + ", weight_decay=" +
-           std::to_string(options_.weight_decay) + (options_.nesterov ? ", nesterov" : "") +
+    const SgdStepOptions& o = options_;
+    return scalar_attr("lr", o.lr, scalars_, 0) + ", " + scalar_attr("momentum", o.momentum, scalars_, 1) + ", " +
+           scalar_attr("dampening", o.dampening, scalars_, 2) + ", " +
+           scalar_attr("weight_decay", o.weight_decay, scalars_, 3) + (o.nesterov ? ", nesterov" : "") +
            (skip_flag_ ? ", skip_if" : "");
   }
 
@@ -269,13 +307,13 @@ class SgdStepOp final : public Op {
   OpSchema schema_;
   SgdStepOptions options_;
   bool skip_flag_;
-  bool lr_tensor_;
+  unsigned scalars_;  // bit k: kSgdScalars[k] is read from a device scalar
 };
 
 }  // namespace
 
 void sgd_step_(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
-               const SgdStepOptions& options, const Tensor& skip_if, const Tensor& lr) {
+               const SgdStepOptions& options, const Tensor& skip_if, const SgdStepScalars& scalars) {
   const size_t n = params.size();
   const bool momentum = options.momentum != 0.0;
   TG_CHECK(n > 0, "[sgd_step_] expected at least one parameter");
@@ -283,28 +321,49 @@ void sgd_step_(const TensorList& params, const TensorList& grads, const TensorLi
            " grads and ", momentum ? n : 0, " momentum buffers, got ", grads.size(), " and ",
            momentum_buffers.size());
   TensorList in;
-  in.reserve(3 * n);
+  in.reserve(3 * n + 5);
   for (const TensorList* list : {&params, &grads, &momentum_buffers}) in.insert(in.end(), list->begin(), list->end());
   if (skip_if.defined()) in.push_back(skip_if);
-  if (lr.defined()) in.push_back(lr);
-  dispatch(std::make_shared<const SgdStepOp>(n, options, skip_if.defined(), lr.defined()), std::move(in));
+  const unsigned mask = scalar_mask({&scalars.lr, &scalars.momentum, &scalars.dampening, &scalars.weight_decay});
+  for (const Tensor* t : {&scalars.lr, &scalars.momentum, &scalars.dampening, &scalars.weight_decay})
+    if (t->defined()) in.push_back(*t);
+  dispatch(std::make_shared<const SgdStepOp>(n, options, skip_if.defined(), mask), std::move(in));
+}
+
+void sgd_step_(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
+               const SgdStepOptions& options, const Tensor& skip_if, const Tensor& lr) {
+  SgdStepScalars scalars;
+  scalars.lr = lr;
+  sgd_step_(params, grads, momentum_buffers, options, skip_if, scalars);
 }
 
 void adam_step_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
                 const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options,
-                const Tensor& skip_if, const Tensor& lr) {
+                const Tensor& skip_if, const AdamStepScalars& scalars) {
   const size_t n = params.size();
   TG_CHECK(n > 0, "[adam_step_] expected at least one parameter");
   TG_CHECK(grads.size() == n && exp_avgs.size() == n && exp_avg_sqs.size() == n && steps.size() == n,
            "[adam_step_] expected ", n, " grads, exp_avgs, exp_avg_sqs and steps (one per parameter), got ",
            grads.size(), ", ", exp_avgs.size(), ", ", exp_avg_sqs.size(), " and ", steps.size());
   TensorList in;
-  in.reserve(5 * n);
+  in.reserve(5 * n + 6);
   for (const TensorList* list : {&params, &grads, &exp_avgs, &exp_avg_sqs, &steps})
     in.insert(in.end(), list->begin(), list->end());
   if (skip_if.defined()) in.push_back(skip_if);
-  if (lr.defined()) in.push_back(lr);
-  dispatch(std::make_shared<const AdamStepOp>(n, options, skip_if.defined(), lr.defined()), std::move(in));
+  const std::initializer_list<const Tensor*> slots = {&scalars.lr, &scalars.beta1, &scalars.beta2, &scalars.eps,
+                                                      &scalars.weight_decay};
+  const unsigned mask = scalar_mask(slots);
+  for (const Tensor* t : slots)
+    if (t->defined()) in.push_back(*t);
+  dispatch(std::make_shared<const AdamStepOp>(n, options, skip_if.defined(), mask), std::move(in));
+}
+
+void adam_step_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
+                const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options,
+                const Tensor& skip_if, const Tensor& lr) {
+  AdamStepScalars scalars;
+  scalars.lr = lr;
+  adam_step_(params, grads, exp_avgs, exp_avg_sqs, steps, options, skip_if, scalars);
 }
 
 }  // namespace tg

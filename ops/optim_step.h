@@ -29,6 +29,18 @@ void adam_step_(const TensorList& params, const TensorList& grads, const TensorL
                 const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options,
                 const Tensor& skip_if = Tensor(), const Tensor& lr = Tensor());
 
+// Device scalars (float32 or float64, 0-dim, on the parameters' device) that replace Adam's options:
+// each defined one is read by the kernels when they run, so a captured or traced step follows every
+// change of its value (the bias corrections 1 - beta^t are computed from the betas read then).
+struct AdamStepScalars {
+  Tensor lr, beta1, beta2, eps, weight_decay;
+};
+
+// adam_step_ reading every defined entry of `scalars` instead of the option of the same name.
+void adam_step_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
+                const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options,
+                const Tensor& skip_if, const AdamStepScalars& scalars);
+
 // SGD's hyper-parameters for one fused step (PyTorch's update rule; momentum 0 uses no buffers).
 struct SgdStepOptions {
   double lr = 1e-3;
@@ -44,5 +56,15 @@ struct SgdStepOptions {
 // skip_if and lr: as for adam_step_.
 void sgd_step_(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
                const SgdStepOptions& options, const Tensor& skip_if = Tensor(), const Tensor& lr = Tensor());
+
+// Device scalars that replace SGD's options, as AdamStepScalars do Adam's. Whether momentum buffers
+// are used stays options.momentum != 0 (a structural choice); a momentum tensor only sets the value.
+struct SgdStepScalars {
+  Tensor lr, momentum, dampening, weight_decay;
+};
+
+// sgd_step_ reading every defined entry of `scalars` instead of the option of the same name.
+void sgd_step_(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
+               const SgdStepOptions& options, const Tensor& skip_if, const SgdStepScalars& scalars);
 
 }  // namespace tg

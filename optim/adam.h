@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "optim/optimizer.h"
@@ -20,13 +21,32 @@ struct AdamOptions {
 // m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2;
 // p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps).
 // Adam couples weight decay into the gradient (g += wd*p), as L2 regularization does.
+// beta1, beta2, eps and weight_decay are device scalars like the learning rate: the fused update reads
+// them on the device (and computes the bias corrections 1 - beta^t there from the betas and the
+// device step counts), so changing them never re-traces a compiled step.
 class Adam : public Optimizer {
  public:
   Adam(TensorList params, AdamOptions options = {});
   void update(const TensorList& grads) override;
   std::map<std::string, Tensor> state_dict() const override;
   void load_state_dict(const std::map<std::string, Tensor>& dict) override;
-  const AdamOptions& options() const { return options_; }
+  // The options with today's values (lr, betas, eps and weight_decay as last set).
+  AdamOptions options() const;
+
+  // The host values (read while tracing, guarded values baked into the graph, as lr() is).
+  std::pair<double, double> betas() const { return {beta1_.value(), beta2_.value()}; }
+  double eps() const { return eps_.value(); }
+  double weight_decay() const { return weight_decay_.value(); }
+  // Set the host values and fill the device copies in place (param_groups[0]["betas"] = (b1, b2),
+  // ...); the values are checked as the constructor checks them.
+  void set_betas(double beta1, double beta2);
+  void set_eps(double eps);
+  void set_weight_decay(double weight_decay);
+  // The device copies (0-dim float64 on `device`) that the fused updates read.
+  Tensor beta1_on(Device device) { return beta1_.on(device); }
+  Tensor beta2_on(Device device) { return beta2_.on(device); }
+  Tensor eps_on(Device device) { return eps_.on(device); }
+  Tensor weight_decay_on(Device device) { return weight_decay_.on(device); }
   // Number of step() calls so far.
   int64_t step_count() const { return step_; }
 
@@ -39,8 +59,14 @@ class Adam : public Optimizer {
   // counts on the device.
   void update_fused(const TensorList& grads);
 
-  AdamOptions options_;
+  // "[Adam]" or "[AdamW]", for messages.
+  const char* name() const { return decoupled_ ? "[AdamW]" : "[Adam]"; }
+
   bool decoupled_;
+  DeviceScalar beta1_{"beta1", 0.9};
+  DeviceScalar beta2_{"beta2", 0.999};
+  DeviceScalar eps_{"eps", 1e-8};
+  DeviceScalar weight_decay_{"weight_decay", 0.0};
   int64_t step_ = 0;
   TensorList exp_avg_;     // first moments, created on each parameter's first update
   TensorList exp_avg_sq_;  // second moments

@@ -15,7 +15,7 @@ void CompiledStep::step() {
   grads.reserve(optimizer_.params().size());
   for (const Tensor& p : optimizer_.params()) grads.push_back(p.grad());
   const bool all_grads = std::all_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); });
-  if (!warmed_up_ || !all_grads) {
+  if (!warmed_up_ || !all_grads || optimizer_.needs_eager_step()) {
     if (transform_) transform_(grads);
     optimizer_.update(grads);
     warmed_up_ = all_grads;

@@ -15,11 +15,15 @@ namespace tg::optim {
 // exists (and lives on the device) before it is traced. The optimizer is made capturable, so its
 // fused update reads the learning rate from the device: a scheduler's new value is a fill, and the
 // compiled step neither re-traces nor re-records (an update that reads the host value instead, as
-// the unfused one does, guards it and recompiles on a change).
+// the unfused one does, guards it and recompiles on a change). The other numeric hyperparameters
+// (momentum, dampening, betas, eps, weight decay) are read from the device the same way; structural
+// changes (SGD's momentum turning from zero to nonzero, which creates momentum buffers in an eager
+// step, or back) re-trace once.
 class CompiledStep {
  public:
   explicit CompiledStep(Optimizer& optimizer, CompileOptions options = {.backend = "cudagraphs"});
-  // One update from the parameters' current gradients (eager when some parameter has none).
+  // One update from the parameters' current gradients (eager when some parameter has none, or when
+  // the optimizer must create state first).
   void step();
   // Counters of the compiled update (empty before the second step).
   const graphs::CompileCounters& counters() const;

@@ -14,7 +14,8 @@ namespace tg::optim {
 // Holds the parameters it updates (shared handles, so moving a module with to(device) keeps them
 // valid) and a learning rate that schedulers may change between steps. The learning rate is a
 // DeviceScalar: the fused updates (capturable ones, and CUDA's eager ones) read it from the device,
-// so changing it never re-traces.
+// so changing it never re-traces. The other numeric hyperparameters of the optimizers (SGD's
+// momentum, dampening and weight decay; Adam's betas, eps and weight decay) are DeviceScalars too.
 class Optimizer {
  public:
   // Every parameter must be a defined floating-point leaf that requires grad.
@@ -33,6 +34,10 @@ class Optimizer {
   // the same fused update eagerly, CPU ones count steps on the host.
   virtual void set_capturable(bool value) { capturable_ = value; }
   bool capturable() const { return capturable_; }
+  // True when the next update must run eagerly because it creates state (SGD's momentum buffers,
+  // made from the gradient on the first step with a nonzero momentum): compiled steps run it
+  // outside the trace, and trace the update once the state exists.
+  virtual bool needs_eager_step() const { return false; }
   // Clears gradients: drops them (set_to_none, the default, as in PyTorch) or zeroes them in place.
   void zero_grad(bool set_to_none = true);
 

@@ -88,10 +88,10 @@ std::map<std::string, Tensor> Adam::state_dict() const {
   Dict out;
   out["param_groups.0.lr"] = number(lr_.peek());
   if (initial_lr_) out["param_groups.0.initial_lr"] = number(*initial_lr_);  // set by a scheduler, as in PyTorch
-  out["param_groups.0.beta1"] = number(options_.beta1);
-  out["param_groups.0.beta2"] = number(options_.beta2);
-  out["param_groups.0.eps"] = number(options_.eps);
-  out["param_groups.0.weight_decay"] = number(options_.weight_decay);
+  out["param_groups.0.beta1"] = number(beta1_.peek());
+  out["param_groups.0.beta2"] = number(beta2_.peek());
+  out["param_groups.0.eps"] = number(eps_.peek());
+  out["param_groups.0.weight_decay"] = number(weight_decay_.peek());
   for (size_t i = 0; i < params_.size(); ++i) {
     // Captured (replayed) updates count on the device only; the host count is the one of eager updates.
     const bool on_device = i < device_steps_.size() && device_steps_[i].defined();
@@ -128,9 +128,15 @@ void Adam::load_state_dict(const Dict& dict) {
     checked_entry(dict, prefix + "exp_avg", params_[i]);
     checked_entry(dict, prefix + "exp_avg_sq", params_[i]);
   }
-  // Everything checked: apply.
-  options_ = o;
+  TG_CHECK(o.beta1 >= 0.0 && o.beta1 < 1.0 && o.beta2 >= 0.0 && o.beta2 < 1.0 && o.eps >= 0.0 &&
+               o.weight_decay >= 0.0 && o.lr >= 0.0,
+           "[load_state_dict] invalid hyperparameters: lr=", o.lr, " betas=(", o.beta1, ", ", o.beta2, ") eps=", o.eps,
+           " weight_decay=", o.weight_decay);
+  // Everything checked: apply (in place on the device copies, so compiled steps follow).
   set_lr(o.lr);
+  set_betas(o.beta1, o.beta2);
+  set_eps(o.eps);
+  set_weight_decay(o.weight_decay);
   if (initial_lr) set_initial_lr(*initial_lr);
   NoGradGuard no_grad;
   step_ = 0;
@@ -154,12 +160,12 @@ std::map<std::string, Tensor> SGD::state_dict() const {
   Dict out;
   out["param_groups.0.lr"] = number(lr_.peek());
   if (initial_lr_) out["param_groups.0.initial_lr"] = number(*initial_lr_);  // set by a scheduler, as in PyTorch
-  out["param_groups.0.momentum"] = number(options_.momentum);
-  out["param_groups.0.dampening"] = number(options_.dampening);
-  out["param_groups.0.nesterov"] = number(options_.nesterov ? 1.0 : 0.0);
-  out["param_groups.0.weight_decay"] = number(options_.weight_decay);
+  out["param_groups.0.momentum"] = number(momentum_.peek());
+  out["param_groups.0.dampening"] = number(dampening_.peek());
+  out["param_groups.0.nesterov"] = number(nesterov_.peek() ? 1.0 : 0.0);
+  out["param_groups.0.weight_decay"] = number(weight_decay_.peek());
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (momentum_[i].defined()) out["state." + std::to_string(i) + ".momentum_buffer"] = momentum_[i].detach();
+    if (buffers_[i].defined()) out["state." + std::to_string(i) + ".momentum_buffer"] = buffers_[i].detach();
   }
   return out;
 }
@@ -178,15 +184,24 @@ void SGD::load_state_dict(const Dict& dict) {
     const std::string key = "state." + std::to_string(i) + ".momentum_buffer";
     if (dict.count(key)) checked_entry(dict, key, params_[i]);
   }
-  options_ = o;
+  TG_CHECK(o.lr >= 0.0 && o.momentum >= 0.0 && o.weight_decay >= 0.0 &&
+               (!o.nesterov || (o.momentum > 0.0 && o.dampening == 0.0)),
+           "[load_state_dict] invalid hyperparameters: lr=", o.lr, " momentum=", o.momentum,
+           " dampening=", o.dampening, " nesterov=", o.nesterov, " weight_decay=", o.weight_decay);
+  // Everything checked: apply (in place on the device copies, so compiled steps follow). nesterov
+  // is structural: set before the values it constrains.
+  nesterov_.set(o.nesterov);
   set_lr(o.lr);
+  set_momentum(o.momentum);
+  set_dampening(o.dampening);
+  set_weight_decay(o.weight_decay);
   if (initial_lr) set_initial_lr(*initial_lr);
   for (size_t i = 0; i < params_.size(); ++i) {
     const std::string key = "state." + std::to_string(i) + ".momentum_buffer";
     if (dict.count(key)) {
-      assign_state(momentum_[i], dict.at(key), params_[i]);
+      assign_state(buffers_[i], dict.at(key), params_[i]);
     } else {
-      momentum_[i] = Tensor();  // the next update starts the buffer from the gradient, as a first step does
+      buffers_[i] = Tensor();  // the next update starts the buffer from the gradient, as a first step does
     }
   }
 }

@@ -2,8 +2,9 @@
 // parameter of a list. The launch's table (each parameter's pointers, size and first chunk) goes to
 // the kernel by value, so a captured launch needs no device-side table; every block updates one
 // chunk of kChunk elements of one parameter, found by a binary search of the first chunks. Adam's step
-// counts advance in a second, tiny launch once every block has read them. A learning rate given as a
-// device scalar is read by every block when it runs, so a recorded launch follows later changes.
+// counts advance in a second, tiny launch once every block has read them. Hyperparameters given as
+// device scalars (the learning rate, betas, eps, momentum, dampening, weight decay) are read by every
+// block when it runs, so a recorded launch follows later changes.
 #include "ops/cuda/optim_step.h"
 
 #include <algorithm>
@@ -121,9 +122,9 @@ struct ListPointers {
   }
 };
 
-// Where a kernel reads the learning rate: a float32 or float64 scalar on the device (at most one of
+// Where a kernel reads one hyperparameter: a float32 or float64 scalar on the device (at most one of
 // the two pointers set), or the options' value when neither is.
-struct LrSource {
+struct ScalarSource {
   const float* f32;
   const double* f64;
   __device__ double read(double option) const {
@@ -150,16 +151,23 @@ struct AdamRule {
   }
 };
 
+// Where Adam's kernel reads its hyperparameters.
+struct AdamSources {
+  ScalarSource lr, beta1, beta2, eps, weight_decay;
+};
+
 template <typename T, int kCapacity>
 __global__ void adam_kernel(TensorTable<T, 4, kCapacity> table, AdamStepOptions o, const float* skip,
-                            LrSource lr) {
+                            AdamSources src) {
   if (skip != nullptr && *skip != 0.f) return;
   using C = acc_type<T>;
   const Chunk chunk = chunk_of_block(table);
   const double t = static_cast<double>(*table.steps[chunk.tensor]) + 1.0;
-  const AdamRule<C> rule{static_cast<C>(lr.read(o.lr)), static_cast<C>(o.beta1), static_cast<C>(o.beta2),
-                         static_cast<C>(o.eps), static_cast<C>(o.weight_decay),
-                         static_cast<C>(1.0 - pow(o.beta1, t)), static_cast<C>(sqrt(1.0 - pow(o.beta2, t))),
+  // The bias corrections use the betas of this step, as PyTorch's do.
+  const double beta1 = src.beta1.read(o.beta1), beta2 = src.beta2.read(o.beta2);
+  const AdamRule<C> rule{static_cast<C>(src.lr.read(o.lr)), static_cast<C>(beta1), static_cast<C>(beta2),
+                         static_cast<C>(src.eps.read(o.eps)), static_cast<C>(src.weight_decay.read(o.weight_decay)),
+                         static_cast<C>(1.0 - pow(beta1, t)), static_cast<C>(sqrt(1.0 - pow(beta2, t))),
                          o.decoupled};
   update_range(ListPointers<T, 4, kCapacity>(table, chunk.tensor).ptrs, chunk.begin, chunk.end, rule);
 }
@@ -187,15 +195,20 @@ struct SgdRule {
   }
 };
 
+// Where SGD's kernel reads its hyperparameters.
+struct SgdSources {
+  ScalarSource lr, momentum, dampening, weight_decay;
+};
+
 template <typename T, int kLists, int kCapacity>
 __global__ void sgd_kernel(TensorTable<T, kLists, kCapacity> table, SgdStepOptions o, const float* skip,
-                           LrSource lr) {
+                           SgdSources src) {
   if (skip != nullptr && *skip != 0.f) return;
   using C = acc_type<T>;
   const Chunk chunk = chunk_of_block(table);
-  const SgdRule<C, kLists> rule{static_cast<C>(lr.read(o.lr)), static_cast<C>(o.momentum),
-                                static_cast<C>(o.weight_decay),
-                                static_cast<C>(1.0 - o.dampening), o.nesterov};
+  const SgdRule<C, kLists> rule{static_cast<C>(src.lr.read(o.lr)), static_cast<C>(src.momentum.read(o.momentum)),
+                                static_cast<C>(src.weight_decay.read(o.weight_decay)),
+                                static_cast<C>(1.0 - src.dampening.read(o.dampening)), o.nesterov};
   update_range(ListPointers<T, kLists, kCapacity>(table, chunk.tensor).ptrs, chunk.begin, chunk.end, rule);
 }
 
@@ -238,12 +251,12 @@ void launch_all(const TensorList* const (&lists)[kLists], const TensorList& step
 
 template <typename T>
 void launch_adam(const TensorList* const (&lists)[4], const TensorList& steps, const AdamStepOptions& o,
-                 const float* skip, LrSource lr) {
+                 const float* skip, AdamSources src) {
   cudaStream_t stream = current_stream();
   launch_all<T, 4>(lists, steps, [&](const auto& table, unsigned grid) {
     constexpr int kCapacity = std::decay_t<decltype(table)>::kSize;
     if (grid > 0) {
-      adam_kernel<T, kCapacity><<<grid, kThreads, 0, stream>>>(table, o, skip, lr);
+      adam_kernel<T, kCapacity><<<grid, kThreads, 0, stream>>>(table, o, skip, src);
       TG_CUDA_CHECK_LAUNCH();
     }
     advance_steps_kernel<T, 4, kCapacity><<<1, kThreads, 0, stream>>>(table, skip);
@@ -252,48 +265,51 @@ void launch_adam(const TensorList* const (&lists)[4], const TensorList& steps, c
 }
 
 template <typename T, int kLists>
-void launch_sgd(const TensorList* const (&lists)[kLists], const SgdStepOptions& o, const float* skip, LrSource lr) {
+void launch_sgd(const TensorList* const (&lists)[kLists], const SgdStepOptions& o, const float* skip,
+                SgdSources src) {
   cudaStream_t stream = current_stream();
   launch_all<T, kLists>(lists, TensorList{}, [&](const auto& table, unsigned grid) {
     constexpr int kCapacity = std::decay_t<decltype(table)>::kSize;
     if (grid == 0) return;
-    sgd_kernel<T, kLists, kCapacity><<<grid, kThreads, 0, stream>>>(table, o, skip, lr);
+    sgd_kernel<T, kLists, kCapacity><<<grid, kThreads, 0, stream>>>(table, o, skip, src);
     TG_CUDA_CHECK_LAUNCH();
   });
 }
 
 const float* skip_pointer(const Tensor& skip_if) { return skip_if.defined() ? skip_if.data_ptr<float>() : nullptr; }
 
-LrSource lr_source(const Tensor& lr) {
-  if (!lr.defined()) return {nullptr, nullptr};
-  if (lr.dtype() == kFloat64) return {nullptr, lr.data_ptr<double>()};
-  return {lr.data_ptr<float>(), nullptr};
+ScalarSource scalar_source(const Tensor& t) {
+  if (!t.defined()) return {nullptr, nullptr};
+  if (t.dtype() == kFloat64) return {nullptr, t.data_ptr<double>()};
+  return {t.data_ptr<float>(), nullptr};
 }
 
 }  // namespace
 
 void sgd_step(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
-              const SgdStepOptions& options, const Tensor& skip_if, const Tensor& lr) {
+              const SgdStepOptions& options, const Tensor& skip_if, const SgdStepScalars& scalars) {
   DeviceGuard device(params[0].device().index);
   const float* skip = skip_pointer(skip_if);
-  const LrSource lr_at = lr_source(lr);
+  const SgdSources src{scalar_source(scalars.lr), scalar_source(scalars.momentum), scalar_source(scalars.dampening),
+                       scalar_source(scalars.weight_decay)};
   TG_DISPATCH_FLOATING(params[0].dtype(), "sgd_step_", [&] {
     if (momentum_buffers.empty()) {
-      launch_sgd<scalar_t, 2>({&params, &grads}, options, skip, lr_at);
+      launch_sgd<scalar_t, 2>({&params, &grads}, options, skip, src);
     } else {
-      launch_sgd<scalar_t, 3>({&params, &grads, &momentum_buffers}, options, skip, lr_at);
+      launch_sgd<scalar_t, 3>({&params, &grads, &momentum_buffers}, options, skip, src);
     }
   });
 }
 
 void adam_step(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
                const TensorList& exp_avg_sqs, const TensorList& steps, const AdamStepOptions& options,
-               const Tensor& skip_if, const Tensor& lr) {
+               const Tensor& skip_if, const AdamStepScalars& scalars) {
   DeviceGuard device(params[0].device().index);
   const float* skip = skip_pointer(skip_if);
-  const LrSource lr_at = lr_source(lr);
+  const AdamSources src{scalar_source(scalars.lr), scalar_source(scalars.beta1), scalar_source(scalars.beta2),
+                        scalar_source(scalars.eps), scalar_source(scalars.weight_decay)};
   TG_DISPATCH_FLOATING(params[0].dtype(), "adam_step_", [&] {
-    launch_adam<scalar_t>({&params, &grads, &exp_avgs, &exp_avg_sqs}, steps, options, skip, lr_at);
+    launch_adam<scalar_t>({&params, &grads, &exp_avgs, &exp_avg_sqs}, steps, options, skip, src);
   });
 }
 

@@ -1,0 +1,14 @@
+#include "graphs/dynamic_scalar.h"
+
+#include "ops/dispatch.h"
+#include "ops/factory.h"
+
+namespace tg {
+
+Tensor DynamicScalar::tensor() const {
+  // Made with tracing paused: inside a traced function it would otherwise become a graph constant.
+  OpObserverGuard not_traced(nullptr);
+  return full({}, value, {.dtype = dtype});
+}
+
+}  // namespace tg
