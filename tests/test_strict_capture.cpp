@@ -109,16 +109,33 @@ TEST(StrictCapturePlan, UncapturableOpRaisesNamingTheOp) {
                      "incompatible op (host_read), reads a device value on the host"});
 }
 
-TEST(StrictCapturePlan, HostTransfersAreAllowed) {
-  // A CPU scalar argument (staged to the device) and a constant from host data (copied in front of
-  // the graphs) run outside the graphs but only feed them.
+TEST(StrictCapturePlan, HostTransfersRunFirstAndAreAllowed) {
+  // A CPU scalar argument (staged to the device), a CPU argument moved to the device and a constant
+  // from host data, all read midway: copied in front of one graph, and allowed.
   auto fn = [](const TensorList& xs) {
+    Tensor h = (xs[0] * 2).exp();
     Tensor mask = from_vector(std::vector<float>{1, 0, 1}, {3}, {.device = kCuda});
-    return TensorList{(xs[0] * mask * xs[1]).sum()};
+    return TensorList{(h * mask * xs[1] + xs[2].to(kCuda)).sum()};
   };
-  Planned p = plan(fn, {fake_tensor({3}, kFloat32, kCuda, true), fake_tensor({}, kFloat32, kCPU)});
-  EXPECT_GE(p.fw_plan.eager_nodes, 2) << p.forward.to_text();
+  Planned p = plan(fn, {fake_tensor({3}, kFloat32, kCuda, true), fake_tensor({}, kFloat32, kCPU),
+                        fake_tensor({3}, kFloat32, kCPU)});
+  ASSERT_EQ(p.fw_plan.segments.size(), 2u) << p.forward.to_text();
+  EXPECT_FALSE(p.fw_plan.segments[0].captured);
+  EXPECT_EQ(p.fw_plan.eager_nodes, 3) << p.forward.to_text();
+  for (int32_t n : p.fw_plan.segments[0].nodes)
+    EXPECT_TRUE(is_host_transfer(p.forward, p.forward.nodes[static_cast<size_t>(n)]));
   EXPECT_NO_THROW(require_both(p));
+}
+
+TEST(StrictCapturePlan, CopyOfAComputedCpuValueIsNoHostTransfer) {
+  // The copy reads a value computed on the CPU inside the function: it runs after that computation.
+  auto fn = [](const TensorList& xs) { return TensorList{(xs[0] * (xs[1] * 2).to(kCuda)).sum()}; };
+  Planned p = plan(fn, {fake_tensor({3}, kFloat32, kCuda), fake_tensor({3}, kFloat32, kCPU)}, false);
+  for (const GraphNode& node : p.forward.nodes)
+    if (node.op->name() == "_to_copy") EXPECT_FALSE(is_host_transfer(p.forward, node));
+  expect_error_with([&] { require_full_capture(p.forward, p.fw_plan, "forward graph"); },
+                    {"(mul) would run outside CUDA graphs: cpu device (mul)",
+                     "(_to_copy) would run outside CUDA graphs: cpu device (_to_copy), a host-to-device copy"});
 }
 
 // ---- the usual training steps pass ------------------------------------------------------------
@@ -159,6 +176,7 @@ TEST(StrictCapturePlan, TransformerStepIsFullyCaptured) {
                         param({4 * D, D}), param({D, 4 * D}), param({V, D}), fake_tensor({}, kFloat32, kCPU)});
   EXPECT_GT(p.bw_plan.captured_nodes, 0);
   EXPECT_EQ(p.forward.op_counts()["stage_to_device"], 1) << p.forward.to_text();  // the CPU scalar, a host transfer
+  EXPECT_EQ(p.fw_plan.segments.size(), 2u);  // the staging in front, one graph
   EXPECT_NO_THROW(require_both(p));
 }
 
@@ -373,7 +391,8 @@ TEST(StrictCaptureCuda, ChangedStaticAddressRaises) {
   Tensor x2 = randn({8}, {.device = kCuda});
   mark_static_address(x2);
   mark_step_begin();
-  expect_error_with([&] { f(x2, y); }, {"would be recorded again: static input address changed", "mul"});
+  // The reader is named by its op (a fused elementwise kernel here).
+  expect_error_with([&] { f(x2, y); }, {"would be recorded again: static input address changed", "(read by node "});
 }
 
 // mlp_small's step: the loss compiled, the SGD update as a CompiledStep, both strict.
@@ -395,10 +414,10 @@ TEST(StrictCaptureCuda, MlpTrainingStepPasses) {
   float first = 0, last = 0;
   for (int i = 0; i < 8; ++i) {
     Tensor l = loss(x, y);
+    (i == 0 ? first : last) = l.item<float>();
     sgd.zero_grad();
     l.backward();
     step.step();
-    (i == 0 ? first : last) = l.item<float>();
   }
   EXPECT_LT(last, first);
   EXPECT_EQ(loss.counters().rerecords, 0);

@@ -150,7 +150,7 @@ TensorList CudaGraphExecutor::run(TensorList inputs) {
       run_captured(s, env);
     } else {
       int transfers = 0;
-      for (int32_t n : seg.nodes) transfers += is_host_transfer(graph_.nodes[static_cast<size_t>(n)]);
+      for (int32_t n : seg.nodes) transfers += is_host_transfer(graph_, graph_.nodes[static_cast<size_t>(n)], capture_on_);
       report_.transfer_nodes += transfers;
       const int island = static_cast<int>(seg.nodes.size()) - transfers;
       if (island > 0) {

@@ -32,10 +32,6 @@ std::string meaning(const Graph& graph, const GraphNode& node, DeviceType captur
 
 }  // namespace
 
-bool is_host_transfer(const GraphNode& node) {
-  return node.op->name() == "stage_to_device" || (node.op->has(kDeviceCopy) && node.inputs.empty());
-}
-
 std::string describe_blocked_node(const Graph& graph, int32_t index, DeviceType capture_on) {
   const GraphNode& node = graph.nodes[static_cast<size_t>(index)];
   const std::string reason = capture_blocker(graph, node, capture_on).value_or("capturable");
@@ -47,7 +43,7 @@ void require_full_capture(const Graph& graph, const SegmentPlan& plan, const std
   for (const Segment& seg : plan.segments) {
     if (seg.captured) continue;
     for (int32_t n : seg.nodes)
-      if (!is_host_transfer(graph.nodes[static_cast<size_t>(n)])) blocked.push_back(n);
+      if (!is_host_transfer(graph, graph.nodes[static_cast<size_t>(n)], capture_on)) blocked.push_back(n);
   }
   if (blocked.empty()) return;
   std::string what;

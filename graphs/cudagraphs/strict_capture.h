@@ -14,18 +14,13 @@ struct CaptureChecks {
   std::string function;  // names the compiled function in reports and errors ("function 2"); may be empty
 };
 
-// True for a node outside the graphs that only copies host data to the device before the graphs read
-// it: a staged CPU scalar (stage_to_device) or a constant made from host data (an input-less device
-// copy, hoisted in front of the graphs). Strict capture allows these, as it allows the copies of
-// non-static inputs into a graph's buffers: they launch no kernel and split no graph.
-bool is_host_transfer(const GraphNode& node);
-
 // Why node `index` of `graph` cannot be captured, with what that means: "cpu device (_to_copy), a
 // device-to-host copy".
 std::string describe_blocked_node(const Graph& graph, int32_t index, DeviceType capture_on = DeviceType::CUDA);
 
 // Raises a tg::Error naming the first nodes of `plan` that would run outside CUDA graphs (host
-// transfers aside) and why; does nothing when there are none. `where`: "function 1 forward graph".
+// transfers aside: is_host_transfer in segments.h; strict capture allows them as it allows the copies
+// of non-static inputs into a graph's buffers, since they compute nothing and split no graph) and why; does nothing when there are none. `where`: "function 1 forward graph".
 void require_full_capture(const Graph& graph, const SegmentPlan& plan, const std::string& where,
                           DeviceType capture_on = DeviceType::CUDA);
 
