@@ -198,6 +198,16 @@ TEST(StrictCaptureCompile, ItemRaisesNamingItem) {
   EXPECT_EQ(f.counters().eager_fallbacks, 0);
 }
 
+TEST(StrictCaptureCompile, UntraceableCallRaises) {
+  // Two views of one tensor that require grad: traced only by running the call eagerly.
+  auto f = compile([](const Tensor& a, const Tensor& b) { return (a * b).sum(); }, kStrict);
+  Tensor base = testing::random_tensor({4}, kFloat32, true);
+  expect_error_with([&] { f(base.narrow(0, 0, 2), base.narrow(0, 2, 2)); },
+                    {"strict capture: function ", "the call would run eagerly: untraceable: arguments 0 and 1 are "
+                                                  "different tensors over the same memory and require grad"});
+  EXPECT_EQ(f.counters().eager_fallbacks, 0);
+}
+
 TEST(StrictCaptureCompile, NeedsTheCudagraphsBackend) {
   auto f = compile([](const Tensor& x) { return x * 2; }, CompileOptions{.strict_capture = true});
   EXPECT_THROW_MSG(f(testing::random_tensor({3}, kFloat32)),
