@@ -54,12 +54,11 @@ void require_full_capture(const Graph& graph, const SegmentPlan& plan, const std
             ") would run outside CUDA graphs: " + describe_blocked_node(graph, n, capture_on);
   }
   if (blocked.size() > kNamedNodes) what += "; and " + std::to_string(blocked.size() - kNamedNodes) + " more node(s)";
-  strict_capture_failure(where, what);
+  strict_capture_failure(where, what + " (TG_LOGS=graphs,cudagraphs prints the graph and every split)");
 }
 
 void strict_capture_failure(const std::string& where, const std::string& what) {
-  TG_FAIL("[cudagraphs] strict capture: ", where.empty() ? "" : where + ": ", what,
-          " (CompileOptions::strict_capture; TG_LOGS=capture,cudagraphs prints every split)");
+  TG_FAIL("[cudagraphs] strict capture: ", where.empty() ? "" : where + ": ", what);
 }
 
 }  // namespace tg::graphs
