@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "bench/capture_mode.h"
 #include "bench/step_timing.h"
 #include "tapegraph.h"
 #include "tensor/cuda_memory.h"
@@ -57,9 +58,10 @@ void run(benchmark::State& state, bool compiled, bool bf16) {
       tg::mark_static_address(x);
       tg::mark_static_address(y);
       opt.set_capturable(true);
-      auto c = std::make_shared<tg::Compiled<decltype(loss)>>(loss, tg::CompileOptions{.backend = "cudagraphs"});
+      const tg::CompileOptions options = bench::capture_mode({.backend = "cudagraphs"});
+      auto c = std::make_shared<tg::Compiled<decltype(loss)>>(loss, options);
       f = [c](const Tensor& a, const Tensor& b) { return (*c)(a, b); };
-      update = std::make_unique<tg::optim::CompiledStep>(opt);
+      update = std::make_unique<tg::optim::CompiledStep>(opt, options);
     }
     Tensor last;
     auto step = [&] {

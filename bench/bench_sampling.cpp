@@ -3,6 +3,7 @@
 // eagerly and compiled (a CUDA graph on CUDA). Rows: batch sizes 1, 8 and 64 of GPT-2's 50257.
 #include <benchmark/benchmark.h>
 
+#include "bench/capture_mode.h"
 #include "bench/devices.h"
 #include "tapegraph.h"
 
@@ -51,7 +52,7 @@ void BM_sample_step(benchmark::State& state, bool cuda, bool compiled) {
   if (!dev) return;
   const tg::Tensor logits = tg::randn({state.range(0), kVocab}, {.device = *dev});
   auto f = tg::compile([](const tg::Tensor& l) { return sample_step(l); },
-                       {.backend = cuda ? "cudagraphs" : "aot_eager"});
+                       bench::capture_mode({.backend = cuda ? "cudagraphs" : "aot_eager"}));
   for (int warm = 0; warm < 3; ++warm) {
     tg::mark_step_begin();
     (void)(compiled ? f(logits) : sample_step(logits));

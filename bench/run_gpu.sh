@@ -4,7 +4,8 @@
 # compute-sanitizer memcheck, initcheck and synccheck over every CUDA graph test. TG_ORACLE=N runs
 # N programs per mode of the PyTorch oracle (tests/fuzz/torch_oracle.py) on CUDA against the
 # machine's python3. TG_STAGES picks stages (default: "build ctest fuzz sanitizers digits bench
-# oracle"; each still needs its own switch where it has one).
+# oracle"; each still needs its own switch where it has one); the stage "strict", only when named,
+# runs every benchmark with TG_STRICT_CAPTURE=1 and reports which raise.
 # Usage: bench/run_gpu.sh OUTDIR [ANCHORS_DIR] [DEPS]
 #   DEPS: an install prefix, or a folder of Debian .deb packages to unpack into one, holding the
 #   build dependencies the machine lacks (oneDNN, OpenBLAS, nlohmann-json, ...).
@@ -61,6 +62,23 @@ if [ -f .data/digits.csv.gz ] && [ -z "${TG_SKIP_DIGITS:-}" ] && stage digits; t
     echo "== train_digits --device cuda $flags" | tee -a "$log"
     ./build-gpu/examples/train_digits --device cuda $flags 2>&1 | tr '\r' '\n' | grep -v "^epoch" | tail -12 | tee -a "$log"
   done
+fi
+if stage strict; then
+  # Every benchmark with TG_STRICT_CAPTURE=1: a compiled step that would run work outside CUDA graphs
+  # (an island, an eager fallback, a re-record) raises "[cudagraphs] strict capture: ..." instead.
+  echo "== benchmarks under strict capture" | tee -a "$log"
+  for b in ${TG_BENCHES:-build-gpu/bench/bench_*}; do
+    [ -x "$b" ] || continue
+    name=$(basename "$b")
+    TG_STRICT_CAPTURE=1 "$b" --benchmark_min_time=0.05 --benchmark_format=console >"$out/strict_$name.txt" 2>&1
+    code=$?
+    if [ $code -eq 0 ] && ! grep -q "strict capture" "$out/strict_$name.txt"; then
+      echo "$name: passed"
+    else
+      echo "$name: FAILED (exit $code)"
+      grep -m3 -o "strict capture: .*" "$out/strict_$name.txt" | cut -c1-400
+    fi
+  done | tee "$out/strict.txt"
 fi
 stage bench || exit 0
 echo "== benchmarks" | tee -a "$log"

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 
+#include "bench/capture_mode.h"
 #include "tapegraph.h"
 
 namespace bench {
@@ -19,8 +20,8 @@ struct StepTrainer {
   LossFn loss;
 
   // The compile options of a compiled step: the cudagraphs backend with every default (fusions and
-  // branch streams on, the backward products' gradient epilogues off).
-  static tg::CompileOptions compiled_defaults() { return {.backend = "cudagraphs"}; }
+  // branch streams on, the backward products' gradient epilogues off), strict with TG_STRICT_CAPTURE.
+  static tg::CompileOptions compiled_defaults() { return capture_mode({.backend = "cudagraphs"}); }
   // compiled_defaults() when `compiled`, else nothing (an eager step).
   static std::optional<tg::CompileOptions> compiled_if(bool compiled) {
     return compiled ? std::optional(compiled_defaults()) : std::nullopt;
@@ -41,7 +42,7 @@ struct StepTrainer {
     tg::mark_static_address(y);
     auto f = std::make_shared<tg::Compiled<LossFn>>(std::move(eager_loss), *compile);
     loss = [f](const tg::Tensor& a, const tg::Tensor& b) { return (*f)(a, b); };
-    compiled_step = std::make_unique<tg::optim::CompiledStep>(*sgd);
+    compiled_step = std::make_unique<tg::optim::CompiledStep>(*sgd, compiled_defaults());
   }
 
   // One step: loss, zero_grad, backward, update; returns the loss.

@@ -3,6 +3,7 @@
 // [Compile pipeline] in docs/compile_pipeline.md.
 #include "graphs/compile.h"
 
+#include <atomic>
 #include <iostream>
 #include <sstream>
 
@@ -11,6 +12,7 @@
 #include "graphs/capture/functional_ops.h"
 #include "graphs/capture/guards.h"
 #include "graphs/cudagraphs/cudagraph_executor.h"
+#include "graphs/cudagraphs/strict_capture.h"
 #include "graphs/logs.h"
 #include "graphs/passes/input_writes.h"
 #include "graphs/passes/optimize.h"
@@ -56,6 +58,7 @@ struct CompiledFunction::State {
   std::vector<std::shared_ptr<CompiledEntry>> entries;
   CompileCounters counters;
   bool warned_cache_limit = false;
+  int id = 0;  // "function <id>" in strict capture errors and TG_LOGS=capture reports
 };
 
 namespace {
@@ -93,8 +96,12 @@ ExecutionPlan plan_execution(const CompiledFunction::State& s, const Partition& 
   plan.device = cuda_device_of(p.forward);
   if (!plan.device) plan.device = cuda_device_of(p.backward);
   plan.cudagraphs = s.backend == Backend::CudaGraphs && plan.device.has_value();
-  if (s.backend == Backend::CudaGraphs && !plan.cudagraphs)
+  if (s.backend == Backend::CudaGraphs && !plan.cudagraphs) {
+    if (s.options.strict_capture)
+      strict_capture_failure("function " + std::to_string(s.id),
+                             "the graphs hold no CUDA tensors: they would run with the interpreter, outside CUDA graphs");
     log_line("cudagraphs", "no CUDA tensors in the graph: running it with the interpreter");
+  }
   for (const GraphInput& in : p.forward.inputs) {
     const bool arg_static = in.kind == InputKind::Argument &&
                             (is_static_address(args[static_cast<size_t>(in.index)]) ||
@@ -119,12 +126,27 @@ void make_executors(CompiledFunction::State& s, CompiledEntry& entry, ExecutionP
   std::vector<bool> bw_static;
   for (const GraphInput& in : bw.inputs) bw_static.push_back(in.kind == InputKind::Saved);
   const CompileOptions& o = s.options;
-  entry.forward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(fw), std::move(plan.read_in_place), recorder,
-                                                      &s.counters, "forward", /*starts_step=*/true,
-                                                      o.cudagraph_max_recordings, DeviceType::CUDA, o.overlap_branches);
-  entry.backward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(bw), std::move(bw_static), recorder,
-                                                       &s.counters, "backward", /*starts_step=*/false,
-                                                       o.cudagraph_max_recordings, DeviceType::CUDA, o.overlap_branches);
+  const CaptureChecks checks{.strict = o.strict_capture, .function = "function " + std::to_string(s.id)};
+  auto forward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(fw), std::move(plan.read_in_place), recorder,
+                                                     &s.counters, "forward", /*starts_step=*/true,
+                                                     o.cudagraph_max_recordings, DeviceType::CUDA, o.overlap_branches,
+                                                     checks);
+  auto backward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(bw), std::move(bw_static), recorder,
+                                                      &s.counters, "backward", /*starts_step=*/false,
+                                                      o.cudagraph_max_recordings, DeviceType::CUDA, o.overlap_branches,
+                                                      checks);
+  if (log_enabled("capture")) {
+    std::ostringstream os;
+    os << checks.function << " compiled for CUDA graphs:";
+    for (const CudaGraphExecutor* e : {forward.get(), backward.get()}) {
+      const SegmentPlan& p = e->plan();
+      os << (e == forward.get() ? " forward " : "; backward ") << p.captured_nodes << " node(s) captured, "
+         << p.eager_nodes << " outside graphs in " << p.segments.size() << " segment(s)";
+    }
+    log_line("capture", os.str());
+  }
+  entry.forward = std::move(forward);
+  entry.backward = std::move(backward);
 }
 
 // Counts a finished compilation and prints what TG_LOGS asks for.
@@ -160,10 +182,20 @@ std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const Cal
     const bool data_dependent = dynamic_cast<const DataDependentError*>(&e) != nullptr;
     if (!data_dependent && !dynamic_cast<const TraceFallback*>(&e)) throw;
     set_grad_enabled(grad_before);
-    if (s.options.fullgraph) throw;
-    entry->eager = true;
+    if (s.options.fullgraph && !s.options.strict_capture) throw;
     const std::string reason =
         std::string(data_dependent ? "data-dependent operation while tracing: " : "untraceable: ") + e.what();
+    if (s.options.strict_capture) {
+      const std::string where = "function " + std::to_string(s.id);
+      try {
+        strict_capture_failure(where, "the call would run eagerly: " + reason);
+      } catch (const Error& strict) {
+        // Still a DataDependentError where it was one, for code that catches those.
+        if (data_dependent) throw DataDependentError(strict.what());
+        throw;
+      }
+    }
+    entry->eager = true;
     record_fallback(s.counters, reason);
     log_line("recompiles", "falling back to eager for this input signature: " + reason);
     return entry;
@@ -294,6 +326,10 @@ CompiledFunction::CompiledFunction(GraphFn fn, CompileOptions options) : state_(
   state_->partitioner = parse_partitioner(state_->options.partitioner);
   TG_CHECK(state_->options.cache_limit >= 1, "[compile] cache_limit must be at least 1, got ",
            state_->options.cache_limit);
+  TG_CHECK(!state_->options.strict_capture || state_->backend == Backend::CudaGraphs,
+           "[compile] strict_capture needs the 'cudagraphs' backend, got backend '", state_->options.backend, "'");
+  static std::atomic<int> next_id{0};
+  state_->id = ++next_id;
 }
 
 TensorList CompiledFunction::call(const TensorList& args) {
@@ -322,6 +358,10 @@ TensorList CompiledFunction::call(const CallArgs& call) {
   }
   if (!entry) {
     if (static_cast<int>(s.entries.size()) >= s.options.cache_limit) {
+      if (s.options.strict_capture)
+        strict_capture_failure("function " + std::to_string(s.id),
+                               "the call would run eagerly: cache_limit reached (" + std::to_string(s.options.cache_limit) +
+                                   " compiled variants)" + (reason ? "; this call's guard failure: " + *reason : std::string()));
       if (!s.warned_cache_limit) {
         std::cerr << "tapegraph warning: compiled function hit its cache limit (" << s.options.cache_limit
                   << " variants); further new input signatures run eagerly\n";

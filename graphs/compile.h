@@ -34,6 +34,12 @@ struct CompileOptions {
   // cudagraphs: record weight- and bias-gradient products and reductions on a second stream, a branch
   // of the CUDA graph that runs beside the input gradients (graphs/cudagraphs/branch_streams.h).
   bool overlap_branches = true;
+  // cudagraphs only: raise a tg::Error naming the op and the reason instead of running any work outside
+  // CUDA graphs: an eager island in a graph (at compilation), a call that would run eagerly
+  // (data-dependent code, cache limit, no CUDA tensors), a segment that would be recorded again (a static
+  // input at a new address, live outputs) or run eagerly past cudagraph_max_recordings. Warm-up runs and
+  // host-to-device copies of inputs and constants are allowed (Note [Strict capture]).
+  bool strict_capture = false;
   std::vector<std::string> input_names; // names used in recompile reasons (default: "input N")
 };
 

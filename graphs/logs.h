@@ -1,4 +1,5 @@
-// TG_LOGS: which pipeline stages print to stderr (graphs, partition, recompiles, cudagraphs, fusion).
+// TG_LOGS: which pipeline stages print to stderr (graphs, partition, recompiles, cudagraphs, capture,
+// fusion).
 #pragma once
 
 #include <string_view>

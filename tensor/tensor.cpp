@@ -40,6 +40,12 @@ std::vector<T> Tensor::to_vector() const {
 template <typename T>
 T Tensor::item() const {
   TG_CHECK(numel() == 1, "[item] a Tensor with ", numel(), " elements cannot be converted to a scalar");
+  if (checked()->storage()->is_fake()) [[unlikely]] {
+    // Named here, before a trace records the copy to the host that item() starts with.
+    throw DataDependentError(detail::concat(
+        "[item] Cannot access data pointer of a ", device().is_meta() ? "meta" : "fake",
+        " tensor: item() reads a value on the host that tracing does not have (a data-dependent read)"));
+  }
   return to_vector<T>()[0];
 }
 

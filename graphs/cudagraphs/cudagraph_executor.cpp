@@ -56,15 +56,19 @@ const void* address_of(const Tensor& t) {
 CudaGraphExecutor::CudaGraphExecutor(Graph graph, std::vector<bool> static_inputs,
                                      std::shared_ptr<GraphRecorder> recorder, CompileCounters* counters,
                                      std::string label, bool starts_step, int max_instances,
-                                     DeviceType capture_on, bool overlap_branches)
+                                     DeviceType capture_on, bool overlap_branches, CaptureChecks checks)
     : graph_(std::move(graph)),
       recorder_(std::move(recorder)),
       counters_(counters),
       label_(std::move(label)),
       starts_step_(starts_step),
       max_instances_(max_instances),
+      capture_on_(capture_on),
+      checks_(std::move(checks)),
       plan_(plan_segments(graph_, capture_on)),
       interpreter_(graph_) {
+  // Before anything is counted or run: a strict plan with an island never runs.
+  if (checks_.strict) require_full_capture(graph_, plan_, where(), capture_on_);
   static_values_.assign(graph_.values.size(), false);
   for (size_t i = 0; i < graph_.inputs.size(); ++i)
     if (i < static_inputs.size() && static_inputs[i]) static_values_[static_cast<size_t>(graph_.inputs[i].value)] = true;
@@ -126,6 +130,10 @@ void CudaGraphExecutor::count_skip(const std::string& reason, int n) {
 
 bool CudaGraphExecutor::is_static(ValueId v) const { return static_values_[static_cast<size_t>(v)]; }
 
+std::string CudaGraphExecutor::where() const {
+  return (checks_.function.empty() ? "" : checks_.function + " ") + label_ + " graph";
+}
+
 TensorList CudaGraphExecutor::run(TensorList inputs) {
   TG_CHECK(inputs.size() == graph_.inputs.size(), "[cudagraphs] graph expects ", graph_.inputs.size(),
            " inputs, got ", inputs.size());
@@ -134,15 +142,28 @@ TensorList CudaGraphExecutor::run(TensorList inputs) {
   std::vector<Tensor> env(graph_.values.size());
   for (const auto& [id, t] : graph_.constants) env[static_cast<size_t>(id)] = t;
   for (size_t i = 0; i < inputs.size(); ++i) env[static_cast<size_t>(graph_.inputs[i].value)] = std::move(inputs[i]);
+  ++runs_;
+  report_ = RunReport{};
   for (size_t s = 0; s < plan_.segments.size(); ++s) {
     const Segment& seg = plan_.segments[s];
     if (seg.captured) {
       run_captured(s, env);
     } else {
+      int transfers = 0;
+      for (int32_t n : seg.nodes) transfers += is_host_transfer(graph_, graph_.nodes[static_cast<size_t>(n)], capture_on_);
+      report_.transfer_nodes += transfers;
+      const int island = static_cast<int>(seg.nodes.size()) - transfers;
+      if (island > 0) {
+        report_.island_nodes += island;
+        report_.islands.push_back("node " + std::to_string(seg.nodes.front()) + " (" +
+                                  std::string(graph_.nodes[static_cast<size_t>(seg.nodes.front())].op->name()) + ", " +
+                                  std::to_string(island) + " node(s)): " + seg.reason);
+      }
       run_eagerly(seg, env);
     }
     for (ValueId v : release_after_segment_[s]) env[static_cast<size_t>(v)] = Tensor();
   }
+  if (log_enabled("capture")) report_run();
   TensorList result;
   result.reserve(graph_.outputs.size());
   for (ValueId v : graph_.outputs) result.push_back(v >= 0 ? env[static_cast<size_t>(v)] : Tensor());
@@ -162,12 +183,16 @@ void CudaGraphExecutor::run_eagerly(const Segment& seg, std::vector<Tensor>& env
 void CudaGraphExecutor::run_captured(size_t s, std::vector<Tensor>& env) {
   const Segment& seg = plan_.segments[s];
   SegmentState& state = *states_[s];
+  const int nodes = static_cast<int>(seg.nodes.size());
   if (++state.calls == 1 || state.gave_up) {
     if (state.calls == 1) {
       // Warm-up, inside the pool (lazy initialisation such as library handles happens outside any capture).
       count(&CompileCounters::warmups);
+      report_.warmup_nodes += nodes;
       recorder_->warm_up([&] { run_eagerly(seg, env); });
     } else {
+      // Never with strict capture: it raises instead of giving up.
+      report_.past_limit_nodes += nodes;
       run_eagerly(seg, env);
     }
     return;
@@ -199,8 +224,16 @@ void CudaGraphExecutor::run_captured(size_t s, std::vector<Tensor>& env) {
                                  ": a tensor outside the graphs' outputs holds memory this replay writes");
   }
   if (!memory) {
+    // Strict capture raises before anything is recorded again or run eagerly.
+    if (checks_.strict && !state.instances.empty())
+      strict_capture_failure(where(), "segment " + std::to_string(s) + " would be recorded again: " +
+                                          rerecord_reason(s, env, inst != nullptr));
     if (static_cast<int>(state.instances.size()) >= max_instances_) {
+      if (checks_.strict)
+        strict_capture_failure(where(), "segment " + std::to_string(s) + " (from node " + std::to_string(seg.nodes.front()) +
+                                            ") would run eagerly: cudagraph_max_recordings is " + std::to_string(max_instances_));
       state.gave_up = true;
+      report_.past_limit_nodes += nodes;
       const std::string reason = "static input addresses changed or live outputs, " +
                                  std::to_string(max_instances_) + " recordings (re-record limit)";
       count_skip(reason, static_cast<int>(seg.nodes.size()));
@@ -210,6 +243,7 @@ void CudaGraphExecutor::run_captured(size_t s, std::vector<Tensor>& env) {
     }
     if (!state.instances.empty()) count(&CompileCounters::rerecords);
     inst = record(state, seg, env, consumed);
+    ++report_.recorded;
     // A fresh recording overlaps no live buffer: its capture allocated around them.
     memory = take_memory(*inst, {});
     TG_CHECK(memory.has_value(), "[cudagraphs] internal error: a fresh recording's memory is in use");
@@ -292,6 +326,37 @@ CudaGraphExecutor::Instance* CudaGraphExecutor::update_instance(SegmentState& st
     return &inst;
   }
   return nullptr;
+}
+
+std::string CudaGraphExecutor::rerecord_reason(size_t s, const std::vector<Tensor>& env, bool memory_in_use) const {
+  if (memory_in_use) return "a tensor outside the graphs' outputs holds memory its replay writes";
+  const Segment& seg = plan_.segments[s];
+  std::string moved;
+  for (const auto& inst : states_[s]->instances) {
+    size_t i = 0;
+    while (i < seg.inputs.size() && (!inst->static_addresses[i] ||
+                                     address_of(env[static_cast<size_t>(seg.inputs[i])]) == inst->static_addresses[i]))
+      ++i;
+    if (i == seg.inputs.size())
+      return "its replay would overwrite outputs of the current step that are still alive (a second call in one "
+             "step; tg::mark_step_begin() starts a new step)";
+    if (!moved.empty()) continue;
+    const ValueId v = seg.inputs[i];
+    int32_t reader = seg.nodes.front();
+    for (int32_t n : seg.nodes) {
+      const auto& ins = graph_.nodes[static_cast<size_t>(n)].inputs;
+      if (std::find(ins.begin(), ins.end(), v) != ins.end()) {
+        reader = n;
+        break;
+      }
+    }
+    std::ostringstream os;
+    os << "static input address changed: %" << graph_.values[static_cast<size_t>(v)].name << " (read by node " << reader
+       << ", " << graph_.nodes[static_cast<size_t>(reader)].op->name() << ") was recorded at "
+       << inst->static_addresses[i] << ", now at " << address_of(env[static_cast<size_t>(v)]);
+    moved = os.str();
+  }
+  return moved;
 }
 
 std::optional<CudaGraphExecutor::BufferList> CudaGraphExecutor::overwritable(
@@ -457,6 +522,9 @@ void CudaGraphExecutor::replay(Instance& inst, const std::vector<std::shared_ptr
   inst.graph->replay();
   count(&CompileCounters::replays);
   count(&CompileCounters::replayed_kernels, inst.graph->kernels());
+  ++report_.replays;
+  report_.kernels += inst.graph->kernels();
+  report_.replayed_nodes += static_cast<int>(seg.nodes.size());
   const uint64_t step = current_step();
   std::vector<Storage> storages(inst.buffers.size());
   for (size_t k = 0; k < inst.buffers.size(); ++k) {

@@ -14,6 +14,7 @@
 #include "graphs/runtime/interpreter.h"
 #include "graphs/cudagraphs/output_buffers.h"
 #include "graphs/cudagraphs/segments.h"
+#include "graphs/cudagraphs/strict_capture.h"
 
 namespace tg::graphs {
 
@@ -33,9 +34,12 @@ class CudaGraphExecutor final : public Executor {
  public:
   // `static_inputs[i]` tells whether graph input i keeps its address across calls. `counters` may be null.
   // With `overlap_branches`, recordings put the nodes plan_branch_nodes picks on a branch stream.
+  // With `checks.strict`, the constructor raises when the plan has an eager island, and run() raises
+  // before a captured segment would run eagerly after its warm-up or be recorded again.
   CudaGraphExecutor(Graph graph, std::vector<bool> static_inputs, std::shared_ptr<GraphRecorder> recorder,
                     CompileCounters* counters, std::string label, bool starts_step, int max_instances = 8,
-                    DeviceType capture_on = DeviceType::CUDA, bool overlap_branches = true);
+                    DeviceType capture_on = DeviceType::CUDA, bool overlap_branches = true,
+                    CaptureChecks checks = {});
   ~CudaGraphExecutor() override;
   TensorList run(TensorList inputs) override;
   const Graph& graph() const { return graph_; }
@@ -45,6 +49,25 @@ class CudaGraphExecutor final : public Executor {
   struct Instance;
   struct OutputSlot;
   struct SegmentState;
+  // What one run did, for the TG_LOGS=capture report.
+  struct RunReport {
+    int replays = 0;
+    int64_t kernels = 0;
+    int replayed_nodes = 0;
+    int recorded = 0;
+    int warmup_nodes = 0;
+    int transfer_nodes = 0;  // host transfers (is_host_transfer)
+    int island_nodes = 0;
+    int past_limit_nodes = 0;  // captured segments that gave up re-recording
+    std::vector<std::string> islands;
+  };
+  // "function 1 forward graph": who raises and reports.
+  std::string where() const;
+  // Why segment `s` needs another recording: a static input at a new address, live outputs, or
+  // memory in use (`memory_in_use`: an instance matched but its memory could not be taken).
+  std::string rerecord_reason(size_t s, const std::vector<Tensor>& env, bool memory_in_use) const;
+  // Prints the TG_LOGS=capture line of the run that just finished.
+  void report_run() const;
   void run_captured(size_t s, std::vector<Tensor>& env);
   // Runs segment `seg`'s nodes without capture, in its order.
   void run_eagerly(const Segment& seg, std::vector<Tensor>& env) const;
@@ -87,6 +110,10 @@ class CudaGraphExecutor final : public Executor {
   std::string label_;
   bool starts_step_;
   int max_instances_;
+  DeviceType capture_on_;
+  CaptureChecks checks_;
+  int runs_ = 0;
+  RunReport report_;
   SegmentPlan plan_;
   Interpreter interpreter_;
   std::vector<std::vector<ValueId>> release_after_segment_;

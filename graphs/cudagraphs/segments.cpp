@@ -27,14 +27,25 @@ std::optional<std::string> capture_blocker(const Graph& graph, const GraphNode& 
   return std::nullopt;
 }
 
+bool is_host_transfer(const Graph& graph, const GraphNode& node, DeviceType capture_on) {
+  if (!node.op->has(kDeviceCopy) || !mutated_inputs(node.op->schema()).empty()) return false;
+  for (ValueId v : node.inputs)
+    if (v >= 0 && graph.values[static_cast<size_t>(v)].producer >= 0) return false;
+  for (ValueId v : node.outputs)
+    if (graph.values[static_cast<size_t>(v)].meta.device.type != capture_on) return false;
+  return true;
+}
+
 SegmentPlan plan_segments(const Graph& graph, DeviceType capture_on) {
   SegmentPlan plan;
-  // Blocked nodes without inputs (host-data constants) run first, so they do not cut a graph in two.
+  // Blocked nodes without inputs and host transfers (their inputs exist before any node runs) run
+  // first, so they do not cut a graph in two.
   std::vector<std::optional<std::string>> blockers;
   std::vector<size_t> order, rest;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     blockers.push_back(capture_blocker(graph, graph.nodes[i], capture_on));
-    (graph.nodes[i].inputs.empty() && blockers.back() ? order : rest).push_back(i);
+    const bool hoisted = graph.nodes[i].inputs.empty() || is_host_transfer(graph, graph.nodes[i], capture_on);
+    (blockers.back() && hoisted ? order : rest).push_back(i);
   }
   order.insert(order.end(), rest.begin(), rest.end());
   for (size_t i : order) {

@@ -34,8 +34,14 @@ struct SegmentPlan {
 std::optional<std::string> capture_blocker(const Graph& graph, const GraphNode& node,
                                            DeviceType capture_on = DeviceType::CUDA);
 
-// Cuts `graph` into maximal runs of capturable and non-capturable nodes; non-capturable nodes
-// without inputs are moved to the front.
+// True for a node that only copies data existing before the graph runs (graph inputs, constants, host
+// data) onto the capture device: a staged CPU scalar, a host-data constant, a CPU argument or constant
+// moved to the device. It cannot be captured (a copy from pageable host memory synchronizes) but
+// computes nothing, so it runs in front of the graphs.
+bool is_host_transfer(const Graph& graph, const GraphNode& node, DeviceType capture_on = DeviceType::CUDA);
+
+// Cuts `graph` into maximal runs of capturable and non-capturable nodes; host transfers are moved to
+// the front, so they do not cut a graph in two.
 SegmentPlan plan_segments(const Graph& graph, DeviceType capture_on = DeviceType::CUDA);
 
 }  // namespace tg::graphs
