@@ -41,18 +41,24 @@ class ReluBackwardBiasGradOp final : public Op {
     const int64_t cols = out[1].numel();
     const int64_t rows = cols == 0 ? 0 : g.numel() / cols;
     TG_DISPATCH_FLOATING(g.dtype(), "relu_backward_bias_grad", [&] {
-      const scalar_t* gp = g.data_ptr<scalar_t>();
-      const scalar_t* yp = y.data_ptr<scalar_t>();
-      scalar_t* hp = out[0].data_ptr<scalar_t>();
-      scalar_t* db = out[1].data_ptr<scalar_t>();
+      // Distinct buffers, and a select rather than a branch: the row loop vectorizes, and a ReLU mask
+      // (half its entries zero, at random) costs no branch mispredictions.
+      const scalar_t* __restrict gp = g.data_ptr<scalar_t>();
+      const scalar_t* __restrict yp = y.data_ptr<scalar_t>();
+      scalar_t* __restrict hp = out[0].data_ptr<scalar_t>();
+      scalar_t* __restrict db = out[1].data_ptr<scalar_t>();
       for (int64_t j = 0; j < cols; ++j) db[j] = 0;
-      for (int64_t i = 0; i < rows; ++i)
+      for (int64_t i = 0; i < rows; ++i) {
+        const scalar_t* __restrict gr = gp + i * cols;
+        const scalar_t* __restrict yr = yp + i * cols;
+        scalar_t* __restrict hr = hp + i * cols;
         for (int64_t j = 0; j < cols; ++j) {
-          const int64_t at = i * cols + j;
-          const scalar_t v = yp[at] > scalar_t(0) ? gp[at] : scalar_t(0);
-          hp[at] = v;
+          const scalar_t gj = gr[j];  // loaded unconditionally, so the select needs no branch
+          const scalar_t v = yr[j] > scalar_t(0) ? gj : scalar_t(0);
+          hr[j] = v;
           db[j] += v;
         }
+      }
     });
   }
   // Both results are linear in g through the ReLU's mask; y gets no gradient (as in threshold_backward).

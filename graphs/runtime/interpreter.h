@@ -22,8 +22,28 @@ class Interpreter final : public Executor {
   const Graph& graph() const { return graph_; }
 
  private:
+  // A fresh output of a node, as the node's infer() gives it for the graph's input metadata.
+  struct PlannedOutput {
+    Shape sizes, strides;
+    DType dtype;
+    Device device;
+    int64_t nbytes;
+  };
+  // How node outputs are made when the inputs have the metadata the graph was traced with: a
+  // `direct` node (fresh outputs only) gets them allocated from the plan and its kernel called
+  // straight, without infer() re-deriving (and re-checking) what tracing already derived.
+  struct NodePlan {
+    bool direct = false;
+    bool launch = false;  // some output has elements (zero-element outputs launch nothing)
+    std::vector<PlannedOutput> outputs;
+  };
+  void plan_nodes();
+  bool matches_plan(const TensorList& inputs) const;
+  void run_range(std::vector<Tensor>& env, size_t first, size_t last, bool planned) const;
+
   const Graph& graph_;
   std::vector<std::vector<ValueId>> release_after_;  // per node: values whose last use it is
+  std::vector<NodePlan> plans_;                      // per node; empty when the graph has no plan
 };
 
 }  // namespace tg::graphs
