@@ -161,7 +161,13 @@ Program generate(uint64_t seed, const OracleOptions* oracle) {
       operands.push_back(values[static_cast<size_t>(s.operands.back())]);
     }
     s.attrs.first_param = params;
-    if (!op.draw(rng, operands, s.attrs)) continue;
+    bool drawn = false;
+    try {
+      drawn = op.draw(rng, operands, s.attrs);
+    } catch (const Error&) {  // a module that refuses these operands' sizes: the op does not apply
+      drawn = false;
+    }
+    if (!drawn) continue;
     Tensor result;
     try {
       result = op.apply(operands, s.attrs);

@@ -1,5 +1,6 @@
 // The ops only the PyTorch oracle draws: modules with their parameters (which the Python side sees
-// as inputs p<index>, passed to torch.nn.functional calls) and scaled dot-product attention. They sit
+// as inputs p<index>, passed to torch.nn.functional calls), scaled dot-product attention, topk and
+// linear_cross_entropy. They sit
 // after the compiled-vs-eager fuzzer's ops in the table, so its seeds keep drawing the same programs.
 #include <cmath>
 #include <cstdio>
@@ -68,7 +69,7 @@ void add_oracle_ops(std::vector<FuzzOp>& ops) {
   ops.push_back(module_op(
       "nn_linear", 1,
       [](Rng& rng, const TensorList& x, Attrs& a) {
-        if (!floating(x[0]) || x[0].dim() < 1 || x[0].dim() > 3) return false;
+        if (!floating(x[0]) || x[0].dim() < 1 || x[0].dim() > 3 || x[0].size(-1) == 0) return false;
         a.ints = {rng.between(1, 4), rng.chance(0.7)};  // out_features, bias
         a.module = perturbed(std::make_shared<nn::Linear>(x[0].size(-1), a.ints[0], a.ints[1] != 0, param_options(x[0])));
         return true;
@@ -120,7 +121,8 @@ void add_oracle_ops(std::vector<FuzzOp>& ops) {
       },
       [](const Names& n, const Attrs& a) {
         const size_t dims = static_cast<size_t>(a.ints[2]);
-        return n[0] + " + F.embedding(torch.tensor(" + py_list(a.ints, 3 + dims, a.ints.size()) + ").reshape(" +
+        return n[0] + " + F.embedding(torch.tensor(" + py_list(a.ints, 3 + dims, a.ints.size()) +
+               ", dtype=torch.long).reshape(" +
                py_list(a.ints, 3, 3 + dims) + "), " + param(a, 0) +
                (a.ints[1] >= 0 ? ", padding_idx=" + str(a.ints[1]) : "") + ")";
       }));
@@ -238,6 +240,59 @@ void add_oracle_ops(std::vector<FuzzOp>& ops) {
               }};
   sdpa.oracle_only = true;
   ops.push_back(std::move(sdpa));
+  // The k largest (or smallest) values along a dim, of the operand detached: which of equal values
+  // gets the gradient is unspecified in PyTorch, and relu's zeros make ties common.
+  FuzzOp topk_values{"topk", 1, false,
+                     [](Rng& rng, const TensorList& x, Attrs& a) {
+                       if (!floating(x[0]) || x[0].dim() < 1) return false;
+                       const int64_t d = rng.between(0, x[0].dim() - 1);
+                       a.ints = {d, rng.between(0, x[0].size(d)), rng.chance(0.7)};
+                       return true;
+                     },
+                     [](TensorList& x, const Attrs& a) {
+                       return topk(x[0].detach(), a.ints[1], a.ints[0], a.ints[2] != 0).first;
+                     },
+                     [](const Names& n, const Attrs& a) {
+                       return "topk(" + n[0] + ".detach(), " + str(a.ints[1]) + ", " + str(a.ints[0]) + ", " +
+                              (a.ints[2] ? "true" : "false") + ").first";
+                     },
+                     [](const Names& n, const Attrs& a) {
+                       return "torch.topk(" + n[0] + ".detach(), " + str(a.ints[1]) + ", " + str(a.ints[0]) + ", " +
+                              (a.ints[2] ? "True" : "False") + ").values";
+                     }};
+  topk_values.oracle_only = true;
+  ops.push_back(std::move(topk_values));
+  // The LM head's loss over rows of a [N, D] operand: a Linear layer's parameters, fixed class
+  // targets (some ignored), any reduction and chunk size, against cross_entropy(linear(...)).
+  FuzzOp lce{"linear_cross_entropy", 1, false,
+             [](Rng& rng, const TensorList& x, Attrs& a) {
+               if (!floating(x[0]) || x[0].dim() != 2 || x[0].size(1) == 0) return false;
+               const int64_t classes = rng.between(1, 6);
+               a.ints = {classes, rng.chance(0.7), rng.between(0, 2), rng.between(0, 3)};  // bias, reduction, chunk
+               for (int64_t i = 0; i < x[0].size(0); ++i) a.ints.push_back(rng.chance(0.2) ? -100 : (i * 7 + 3) % classes);
+               a.module = perturbed(std::make_shared<nn::Linear>(x[0].size(1), classes, a.ints[1] != 0, param_options(x[0])));
+               return true;
+             },
+             [](TensorList& x, const Attrs& a) {
+               const TensorList ps = a.module->parameters();
+               const std::vector<int64_t> t(a.ints.begin() + 4, a.ints.end());
+               const Tensor target = from_vector(t, {static_cast<int64_t>(t.size())}, {.dtype = kInt64, .device = x[0].device()});
+               const Reduction r = a.ints[2] == 0 ? Reduction::Mean : a.ints[2] == 1 ? Reduction::Sum : Reduction::None;
+               return linear_cross_entropy(x[0], ps[0], a.ints[1] ? ps[1] : Tensor(), target,
+                                           {.reduction = r, .chunk_rows = a.ints[3]});
+             },
+             [](const Names& n, const Attrs& a) {
+               return "linear_cross_entropy(" + n[0] + ", weight, bias, targets, {.chunk_rows = " + str(a.ints[3]) + "})";
+             },
+             [](const Names& n, const Attrs& a) {
+               static const char* kReductions[] = {"mean", "sum", "none"};
+               const std::string bias = a.ints[1] ? ", " + param(a, 1) : "";
+               return "F.cross_entropy(F.linear(" + n[0] + ", " + param(a, 0) + bias + "), torch.tensor(" +
+                      py_list(a.ints, 4, a.ints.size()) + ", dtype=torch.long), reduction='" + kReductions[a.ints[2]] +
+                      "')";
+             }};
+  lce.oracle_only = true;
+  ops.push_back(std::move(lce));
 }
 
 }  // namespace tg::fuzz
