@@ -146,6 +146,17 @@ Tensor total_and_clip(const TensorList& grads, const MaxNorm& max_norm, double p
   return total.dtype() == result_dtype ? total : total.to(result_dtype);
 }
 
+// clip_grads_with_norm_ for either kind of max_norm.
+template <typename MaxNorm>
+void clip_with_total(const TensorList& parameters, const MaxNorm& max_norm, const Tensor& total_norm) {
+  const TensorList grads = defined_grads(parameters);
+  if (grads.empty()) return;
+  TG_CHECK(total_norm.defined() && total_norm.numel() == 1, "[clip_grads_with_norm_] total_norm must be one number, got ",
+           total_norm.defined() ? "shape " + shape_str(total_norm.sizes()) : std::string("an undefined tensor"));
+  NoGradGuard no_grad;
+  scale_by_clip_coef_(grads, max_norm, total_norm.reshape({}));
+}
+
 }  // namespace
 
 Tensor get_total_norm(const TensorList& tensors, double norm_type, bool error_if_nonfinite, std::optional<bool>) {
@@ -162,12 +173,7 @@ Tensor get_total_norm(const TensorList& tensors, double norm_type, bool error_if
 
 void clip_grads_with_norm_(const TensorList& parameters, double max_norm, const Tensor& total_norm,
                            std::optional<bool>) {
-  const TensorList grads = defined_grads(parameters);
-  if (grads.empty()) return;
-  TG_CHECK(total_norm.defined() && total_norm.numel() == 1, "[clip_grads_with_norm_] total_norm must be one number, got ",
-           total_norm.defined() ? "shape " + shape_str(total_norm.sizes()) : std::string("an undefined tensor"));
-  NoGradGuard no_grad;
-  scale_by_clip_coef_(grads, max_norm, total_norm.reshape({}));
+  clip_with_total(parameters, max_norm, total_norm);
 }
 
 Tensor clip_grad_norm_(const TensorList& parameters, double max_norm, double norm_type, bool error_if_nonfinite,
@@ -184,12 +190,7 @@ Tensor clip_grad_norm_(const TensorList& parameters, const Tensor& max_norm, dou
 void clip_grads_with_norm_(const TensorList& parameters, const Tensor& max_norm, const Tensor& total_norm,
                            std::optional<bool>) {
   check_max_norm("clip_grads_with_norm_", max_norm);
-  const TensorList grads = defined_grads(parameters);
-  if (grads.empty()) return;
-  TG_CHECK(total_norm.defined() && total_norm.numel() == 1, "[clip_grads_with_norm_] total_norm must be one number, got ",
-           total_norm.defined() ? "shape " + shape_str(total_norm.sizes()) : std::string("an undefined tensor"));
-  NoGradGuard no_grad;
-  scale_by_clip_coef_(grads, max_norm, total_norm.reshape({}));
+  clip_with_total(parameters, max_norm, total_norm);
 }
 
 namespace {

@@ -30,15 +30,6 @@ constexpr int64_t kChunkBytes = int64_t{256} << 20;
 // The dtype of the softmax arithmetic, the loss and the log-sum-exp: float32 for 16-bit products.
 DType accumulation_dtype(DType t) { return t == kFloat16 || t == kBFloat16 ? kFloat32 : t; }
 
-const char* reduction_name(Reduction r) {
-  switch (r) {
-    case Reduction::None: return "none";
-    case Reduction::Mean: return "mean";
-    case Reduction::Sum: return "sum";
-  }
-  return "?";
-}
-
 // Checks input [N, D], weight [V, D], bias [V] (or null) and target [N]; returns the device.
 Device check_args(const char* op, const Tensor& x, const Tensor& w, const Tensor* b, const Tensor& target) {
   TG_CHECK(x.dim() == 2, "[", op, "] expected input of shape [N, D], got ", shape_str(x.sizes()));
@@ -83,19 +74,30 @@ Tensor counted_rows(const Tensor& target, int64_t ignore_index, DType dtype) {
   return sum(ne(target, ignore_index).to(dtype));
 }
 
-std::string lce_attrs(Reduction r, int64_t ignore_index, int64_t chunk_rows) {
-  std::string s = std::string("reduction=") + reduction_name(r);
-  if (ignore_index != kDefaultIgnoreIndex) s += ", ignore_index=" + std::to_string(ignore_index);
-  if (chunk_rows != 0) s += ", chunk_rows=" + std::to_string(chunk_rows);
-  return s;
-}
+// What the forward and the backward op are built with, and their shared attrs.
+class LinearCrossEntropyBase : public Op {
+ public:
+  LinearCrossEntropyBase(bool has_bias, Reduction r, int64_t ignore_index, int64_t chunk_rows)
+      : has_bias_(has_bias), reduction_(r), ignore_index_(ignore_index), chunk_rows_(chunk_rows) {}
+  std::string attrs() const override {
+    std::string s = std::string("reduction=") + reduction_name(reduction_);
+    if (ignore_index_ != kDefaultIgnoreIndex) s += ", ignore_index=" + std::to_string(ignore_index_);
+    if (chunk_rows_ != 0) s += ", chunk_rows=" + std::to_string(chunk_rows_);
+    return s;
+  }
+
+ protected:
+  bool has_bias_;
+  Reduction reduction_;
+  int64_t ignore_index_;
+  int64_t chunk_rows_;
+};
 
 // The gradients w.r.t. input, weight (and bias) from the loss's gradient, the inputs and the saved
 // log-sum-exp: inputs {grad, x, w, [b], target, lse}. Not differentiable itself.
-class LinearCrossEntropyBackwardOp final : public Op {
+class LinearCrossEntropyBackwardOp final : public LinearCrossEntropyBase {
  public:
-  LinearCrossEntropyBackwardOp(bool has_bias, Reduction r, int64_t ignore_index, int64_t chunk_rows)
-      : has_bias_(has_bias), reduction_(r), ignore_index_(ignore_index), chunk_rows_(chunk_rows) {}
+  using LinearCrossEntropyBase::LinearCrossEntropyBase;
   const OpSchema& schema() const override {
     static const OpSchema s{.name = kBackwardName, .flags = kComputeIntensive};
     return s;
@@ -174,21 +176,13 @@ class LinearCrossEntropyBackwardOp final : public Op {
     if (dw_sum.defined()) dw.copy_(dw_sum);
     if (has_bias_) out[2].copy_(db_sum);
   }
-  std::string attrs() const override { return lce_attrs(reduction_, ignore_index_, chunk_rows_); }
-
- private:
-  bool has_bias_;
-  Reduction reduction_;
-  int64_t ignore_index_;
-  int64_t chunk_rows_;
 };
 
 // The loss and each row's log-sum-exp (kept for the backward, never a user's tensor): inputs
 // {x, w, [b], target}.
-class LinearCrossEntropyOp final : public Op {
+class LinearCrossEntropyOp final : public LinearCrossEntropyBase {
  public:
-  LinearCrossEntropyOp(bool has_bias, Reduction r, int64_t ignore_index, int64_t chunk_rows)
-      : has_bias_(has_bias), reduction_(r), ignore_index_(ignore_index), chunk_rows_(chunk_rows) {}
+  using LinearCrossEntropyBase::LinearCrossEntropyBase;
   const OpSchema& schema() const override {
     static const OpSchema s{.name = kForwardName, .flags = kComputeIntensive};
     return s;
@@ -245,13 +239,6 @@ class LinearCrossEntropyOp final : public Op {
     for (size_t i = 0; i < g.size(); ++i) r[i] = g[i];
     return r;
   }
-  std::string attrs() const override { return lce_attrs(reduction_, ignore_index_, chunk_rows_); }
-
- private:
-  bool has_bias_;
-  Reduction reduction_;
-  int64_t ignore_index_;
-  int64_t chunk_rows_;
 };
 
 }  // namespace

@@ -26,14 +26,6 @@
 namespace tg {
 namespace {
 
-const char* reduction_name(Reduction r) {
-  switch (r) {
-    case Reduction::None: return "none";
-    case Reduction::Mean: return "mean";
-    case Reduction::Sum: return "sum";
-  }
-  return "?";
-}
 
 std::string loss_attrs(Reduction r, int64_t ignore_index) {
   std::string s = std::string("reduction=") + reduction_name(r);
@@ -355,6 +347,15 @@ class CrossEntropyOp final : public Op {
 };
 
 }  // namespace
+
+const char* reduction_name(Reduction r) {
+  switch (r) {
+    case Reduction::None: return "none";
+    case Reduction::Mean: return "mean";
+    case Reduction::Sum: return "sum";
+  }
+  return "?";
+}
 
 Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
   const Tensor input = autocast::to_float(input_in);

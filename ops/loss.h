@@ -33,6 +33,8 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction =
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& options);
 // log_softmax over the class dim (1, or 0 for a [C] input) followed by nll_loss; a floating target of
 // the input's shape holds class probabilities instead of indices.
+// PyTorch's name of a reduction: "none", "mean" or "sum".
+const char* reduction_name(Reduction r);
 Tensor cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options);
 
