@@ -24,7 +24,6 @@ Interpreter::Interpreter(const Graph& graph) : graph_(graph), release_after_(gra
   for (size_t v = 0; v < last_use.size(); ++v)
     if (last_use[v] >= 0 && !keep.count(static_cast<ValueId>(v)))
       release_after_[static_cast<size_t>(last_use[v])].push_back(static_cast<ValueId>(v));
-  plan_nodes();
 }
 
 // Runs the graph once on data-less tensors with the inputs' traced metadata: the metadata every
@@ -87,6 +86,12 @@ TensorList Interpreter::run(TensorList inputs) {
   TG_CHECK(inputs.size() == graph_.inputs.size(), "[interpreter] graph expects ", graph_.inputs.size(),
            " inputs, got ", inputs.size());
   NoGradGuard no_grad;
+  // Planned at the first run: executors that only call run_nodes (the CUDA graph executor's
+  // segments) never pay for the data-less pass.
+  if (!planning_tried_) {
+    planning_tried_ = true;
+    plan_nodes();
+  }
   const bool planned = matches_plan(inputs);
   std::vector<Tensor> env(graph_.values.size());
   for (const auto& [id, t] : graph_.constants) env[static_cast<size_t>(id)] = t;

@@ -44,6 +44,7 @@ class Interpreter final : public Executor {
   const Graph& graph_;
   std::vector<std::vector<ValueId>> release_after_;  // per node: values whose last use it is
   std::vector<NodePlan> plans_;                      // per node; empty when the graph has no plan
+  bool planning_tried_ = false;                      // plan_nodes() ran (at the first run())
 };
 
 }  // namespace tg::graphs
