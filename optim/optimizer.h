@@ -53,8 +53,9 @@ class Optimizer {
   // The learning rate on the host (read while tracing, a guarded value baked into the graph).
   double lr() const { return lr_.value(); }
   // Sets the learning rate: the host value, and in place the device copies the fused updates read
-  // (a fill, no graph change: compiled steps replay with the new value).
-  void set_lr(double lr);
+  // (a fill, no graph change: compiled steps replay with the new value). Wrappers that drive another
+  // optimizer pass it on.
+  virtual void set_lr(double lr);
   // The learning rate as a 0-dim float64 tensor on `device`, which the fused updates read.
   Tensor lr_on(Device device) { return lr_.on(device); }
   // The learning rate the first scheduler found, kept for the schedulers attached later (PyTorch's
