@@ -7,6 +7,8 @@
 #include <fstream>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "distributed/collectives.h"
 #include "distributed/ddp.h"
 #include "distributed/zero_optimizer.h"
@@ -420,6 +422,82 @@ TEST(ZeroCheckpoint, DamagedOrMismatchedCheckpointsAreErrorsThatChangeNothing) {
   }
   EXPECT_THROW_MSG(zero.load_sharded(mixed.str()), "zero_index.json is damaged");
   unchanged();
+}
+
+TEST(ZeroCheckpoint, ACheckpointOfTwoRanksLoadsOnOne) {
+  // The files two ranks would write (each rank's block of the state, the index of a world of two),
+  // made here from a one-rank save: loading them re-shards to the same full state.
+  TempDir one, two;
+  auto m = make_mlp(kCPU);
+  ZeroRedundancyOptimizer zero(m->parameters(), optimizer_class<optim::Adam>(optim::AdamOptions{.lr = 0.01}));
+  train_losses(*m, zero, 0, 3);
+  zero.save_sharded(one.str());
+  const auto full = zero.state_dict();
+
+  nlohmann::json index = nlohmann::json::parse(std::ifstream(one / "zero_index.json"));
+  const ZeroLayout layout = ZeroLayout::build(m->parameters(), 2, 0.0);
+  ASSERT_EQ(layout.groups.size(), 1u);
+  const ZeroGroup& g = layout.groups[0];
+  nlohmann::json params = nlohmann::json::array();
+  for (size_t k = 0; k < g.members.size(); ++k)
+    params.push_back({{"index", g.members[k]}, {"shape", g.shapes[k]}, {"offset", g.offsets[k]}});
+  index["world_size"] = 2;
+  index["groups"][0]["params"] = params;
+  index["groups"][0]["buckets"] = nlohmann::json::array({{0, g.buckets[0].size}});
+  index["shards"] = {"a.safetensors", "b.safetensors"};
+  std::ofstream(two / "zero_index.json") << index.dump();
+  for (int r = 0; r < 2; ++r) {
+    TensorDict tensors;
+    for (const auto& [key, t] : full)
+      if (key.rfind("param_groups.", 0) == 0) tensors[key] = t;
+    tensors["state.0.step"] = full.at("state.0.step");
+    for (const char* field : {"exp_avg", "exp_avg_sq"}) {
+      TensorList members;
+      for (size_t k : g.members) members.push_back(full.at("state." + std::to_string(k) + "." + field));
+      tensors[std::string("state.0.") + field] = layout.shard_of(0, r, members, members[0]);
+    }
+    save_safetensors(two / (r == 0 ? "a.safetensors" : "b.safetensors"), tensors,
+                     {{"format", "tapegraph-zero-shard"}, {"rank", std::to_string(r)}, {"world_size", "2"},
+                      {"checkpoint_id", index["checkpoint_id"].get<std::string>()}});
+  }
+  auto m2 = make_mlp(kCPU);
+  ZeroRedundancyOptimizer zero2(m2->parameters(), optimizer_class<optim::Adam>(optim::AdamOptions{.lr = 0.3}));
+  zero2.load_sharded(two.str());
+  const auto loaded = zero2.state_dict();
+  ASSERT_EQ(loaded.size(), full.size());
+  for (const auto& [key, t] : full) testing::expect_close(loaded.at(key), t, 0, 0);
+
+  // A shard whose metadata names another rank is refused.
+  fs::rename(two / "a.safetensors", two / "tmp.safetensors");
+  fs::rename(two / "b.safetensors", two / "a.safetensors");
+  fs::rename(two / "tmp.safetensors", two / "b.safetensors");
+  EXPECT_THROW_MSG(zero2.load_sharded(two.str()), "a.safetensors is not shard 0 of 2 (its metadata says rank '1' of '2')");
+}
+
+TEST(ZeroRedundancyOptimizer, Stage2UnderACompiledModel) {
+  // The compiled backward delivers its gradients through the same hooks: they are reduced into the
+  // shards after the backward graph has run.
+  auto plain = make_mlp(kCPU), sharded = make_mlp(kCPU);
+  optim::AdamW reference(plain->parameters(), {.lr = 0.01, .weight_decay = 0.1});
+  ZeroRedundancyOptimizer zero(sharded->parameters(),
+                               optimizer_class<optim::AdamW>(optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1}),
+                               {.stage = 2, .bucket_cap_mb = 0.0005});
+  auto loss_fn = [&sharded](const Tensor& x, const Tensor& y) { return cross_entropy((*sharded)(x), y); };
+  Compiled<decltype(loss_fn)> compiled(loss_fn, {.backend = "aot_eager"});
+  optim::CompiledStep step(zero, {.backend = "aot_eager"});
+  for (int i = 0; i < 5; ++i) {
+    auto [x, y] = batch(i, kCPU);
+    reference.zero_grad();
+    cross_entropy((*plain)(x), y).backward();
+    reference.step();
+    zero.zero_grad();
+    compiled(x, y).backward();
+    for (const Tensor& p : sharded->parameters()) EXPECT_FALSE(p.grad().defined());
+    step.step();
+    expect_params_close(sharded->parameters(), plain->parameters());
+  }
+  EXPECT_EQ(compiled.counters().compilations, 1);
+  EXPECT_EQ(step.counters().compilations, 1);
 }
 
 }  // namespace
