@@ -63,6 +63,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(TensorList params, OptimizerFac
   bool any_double = false;
   for (const ZeroGroup& g : layout_.groups) any_double = any_double || g.dtype == kFloat64;
   last_grad_norm_ = zeros({}, {.dtype = any_double ? kFloat64 : kFloat32, .device = shard_params_[0].device()});
+  max_grad_norm_.on(last_grad_norm_.device());  // made now, so that a trace captures it rather than making it
   if (stage_ == 2) {
     params_ = shard_params_;  // step() and zero_grad() work on the reduced gradient shards
     reducer_ = std::make_shared<ShardedGradientBuckets>(*this);

@@ -105,6 +105,36 @@ TEST(ZeroRanks, Stage2MatchesDistributedDataParallel) {
   }
 }
 
+TEST(ZeroRanks, CompiledStepsMatchDistributedDataParallel) {
+  // The collectives of the step (reduce_scatter, all_reduce of the norm, all_gather) as graph nodes.
+  const int world = 2;
+  const auto batches = make_batches(5);
+  for (int stage : {1, 2}) {
+    auto zero_models = models(world), ddp_models = models(world);
+    run_ranks(world, [&](ProcessGroup& group) {
+      const int r = group.rank();
+      nn::DistributedDataParallel ddp(ddp_models[r], {.process_group = handle(group)});
+      optim::Adam ddp_opt(ddp.parameters(), {.lr = 0.01});
+      ZeroRedundancyOptimizer zero(zero_models[r]->parameters(),
+                                   optimizer_class<optim::Adam>(optim::AdamOptions{.lr = 0.01}),
+                                   {.process_group = handle(group), .stage = stage, .max_grad_norm = 0.5});
+      optim::CompiledStep step(zero, {.backend = "aot_eager"});
+      for (const auto& b : batches) {
+        auto [x, y] = slice(b, r, world);
+        ddp_opt.zero_grad();
+        cross_entropy(ddp(x), y).backward();
+        nn::utils::clip_grad_norm_(ddp.parameters(), 0.5);
+        ddp_opt.step();
+        zero.zero_grad();
+        cross_entropy((*zero_models[r])(x), y).backward();
+        step.step();
+        expect_params_close(zero_models[r]->parameters(), ddp_models[r]->parameters(), 1e-5, 1e-6);
+      }
+      EXPECT_EQ(step.counters().compilations, 1);
+    });
+  }
+}
+
 TEST(ZeroRanks, Stage1UnderDistributedDataParallel) {
   // PyTorch's arrangement: DDP averages the gradients, ZeRO updates its shard and gathers.
   const int world = 2;
