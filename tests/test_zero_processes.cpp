@@ -1,0 +1,97 @@
+// ZeroRedundancyOptimizer in separate processes started by tgrun: two ranks on two GPUs (NCCL), or on
+// the CPU backend where the machine has no GPU (skipped with exactly one). Stages 1 and 2, eager and
+// compiled, equal DistributedDataParallel; a checkpoint saved by two ranks resumes on one and on two
+// with the losses of the uninterrupted run.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "support/test_support.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ProcessResult {
+  int status = -1;
+  std::string output;
+};
+
+ProcessResult run_command(const std::string& command) {
+  ProcessResult r;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buffer{};
+  while (fgets(buffer.data(), static_cast<int>(buffer.size()), pipe)) r.output += buffer.data();
+  const int status = pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+std::string launch(int nproc) {
+  return "NCCL_NVLS_ENABLE=0 " + std::string(TG_TGRUN_PATH) + " --nproc-per-node " + std::to_string(nproc) + " " +
+         TG_ZERO_WORKER_PATH;
+}
+
+#define TG_REQUIRE_TWO_GPUS_OR_NONE()                                                                   \
+  do {                                                                                                  \
+    if (::tg::cuda_device_count() == 1) GTEST_SKIP() << "one CUDA device: two ranks need two (or none)"; \
+  } while (0)
+
+// The "zero-loss STEP VALUE" lines of a run, by step.
+std::map<int, double> losses_of(const std::string& output) {
+  std::map<int, double> out;
+  std::istringstream in(output);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t at = line.find("zero-loss ");
+    if (at == std::string::npos) continue;
+    int step = 0;
+    double value = 0;
+    if (std::sscanf(line.c_str() + at, "zero-loss %d %lf", &step, &value) == 2) out[step] = value;
+  }
+  return out;
+}
+
+TEST(ZeroProcesses, TwoRanksMatchDistributedDataParallel) {
+  TG_REQUIRE_TWO_GPUS_OR_NONE();
+  const ProcessResult r = run_command(launch(2) + " parity");
+  std::printf("%s", r.output.c_str());
+  EXPECT_EQ(r.status, 0) << r.output;
+  for (const char* line : {"rank 0 stage 1 eager: max", "rank 1 stage 2 eager: max", "rank 1 stage 1 ",
+                           "rank 0 stage 2 "})
+    EXPECT_NE(r.output.find(line), std::string::npos) << "missing '" << line << "' in\n" << r.output;
+  EXPECT_EQ(r.output.find("MISMATCH"), std::string::npos);
+  EXPECT_EQ(r.output.find("RECOMPILED"), std::string::npos);
+}
+
+TEST(ZeroProcesses, CheckpointOfTwoRanksResumesOnOneAndTwo) {
+  TG_REQUIRE_TWO_GPUS_OR_NONE();
+  for (int stage : {1, 2}) {
+    const fs::path dir = fs::temp_directory_path() / ("tg_zero_processes_" + std::to_string(std::random_device{}()));
+    fs::create_directories(dir);
+    const ProcessResult saved = run_command(launch(2) + " save " + dir.string() + " " + std::to_string(stage));
+    ASSERT_EQ(saved.status, 0) << saved.output;
+    const std::map<int, double> expected = losses_of(saved.output);
+    ASSERT_EQ(expected.size(), 10u) << saved.output;
+    for (int nproc : {1, 2}) {
+      const ProcessResult resumed =
+          run_command(launch(nproc) + " resume " + dir.string() + " " + std::to_string(3 - stage));
+      ASSERT_EQ(resumed.status, 0) << resumed.output;
+      const std::map<int, double> got = losses_of(resumed.output);
+      ASSERT_EQ(got.size(), expected.size()) << resumed.output;
+      for (const auto& [step, loss] : expected)
+        EXPECT_NEAR(got.at(step), loss, 1e-5 * std::abs(loss)) << "stage " << stage << ", " << nproc
+                                                                << " rank(s), step " << step;
+    }
+    fs::remove_all(dir);
+  }
+}
+
+}  // namespace
