@@ -137,6 +137,8 @@ void expect_zero_matches_plain(Options options, int stage, double max_norm = 0.0
   if (compiled) {
     const auto& c = compiled->counters();
     EXPECT_EQ(c.compilations, 1);
+    EXPECT_EQ(c.eager_fallbacks, 0);
+    EXPECT_EQ(c.compiled_calls, steps - 1) << "the first step runs eagerly, the others compiled";
     EXPECT_GT(c.forward_ops.count("all_gather"), 0u);
     if (stage == 1) EXPECT_GT(c.forward_ops.count("reduce_scatter"), 0u);
     if (max_norm > 0) EXPECT_EQ(c.forward_ops.count("all_reduce"), 1u);
@@ -178,6 +180,33 @@ TEST(ZeroRedundancyOptimizer, CompiledStepTracesTheCollectives) {
   expect_zero_matches_plain<optim::Adam>(optim::AdamOptions{.lr = 0.01}, 1, 0.0, &aot);
   expect_zero_matches_plain<optim::SGD>(optim::SGDOptions{.lr = 0.1, .momentum = 0.9}, 1, 0.5, &aot);
   expect_zero_matches_plain<optim::AdamW>(optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1}, 2, 0.5, &aot);
+}
+
+TEST(ZeroRedundancyOptimizer, NewLearningRateAndClipThresholdReplayWithoutARetrace) {
+  auto plain = make_mlp(kCPU), sharded = make_mlp(kCPU);
+  optim::Adam reference(plain->parameters(), {.lr = 0.01});
+  ZeroRedundancyOptimizer zero(sharded->parameters(), optimizer_class<optim::Adam>(optim::AdamOptions{.lr = 0.01}),
+                               {.max_grad_norm = 0.5});
+  optim::CompiledStep step(zero, {.backend = "aot_eager"});
+  for (int i = 0; i < 6; ++i) {
+    if (i == 3) {
+      reference.set_lr(0.05);
+      zero.set_lr(0.05);
+      zero.set_max_grad_norm(0.1);
+    }
+    auto [x, y] = batch(i, kCPU);
+    reference.zero_grad();
+    cross_entropy((*plain)(x), y).backward();
+    nn::utils::clip_grad_norm_(plain->parameters(), i < 3 ? 0.5 : 0.1);
+    reference.step();
+    zero.zero_grad();
+    cross_entropy((*sharded)(x), y).backward();
+    step.step();
+    expect_params_close(sharded->parameters(), plain->parameters());
+  }
+  EXPECT_DOUBLE_EQ(zero.optimizer().lr(), 0.05);
+  EXPECT_EQ(step.counters().compilations, 1);
+  EXPECT_EQ(step.counters().compiled_calls, 5);
 }
 
 TEST(ZeroRedundancyOptimizer, CudaGraphsCaptureTheStep) {

@@ -131,6 +131,7 @@ TEST(ZeroRanks, CompiledStepsMatchDistributedDataParallel) {
         expect_params_close(zero_models[r]->parameters(), ddp_models[r]->parameters(), 1e-5, 1e-6);
       }
       EXPECT_EQ(step.counters().compilations, 1);
+      EXPECT_EQ(step.counters().compiled_calls, 4);
     });
   }
 }
