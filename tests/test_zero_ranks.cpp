@@ -2,7 +2,7 @@
 // parameters equal DistributedDataParallel with the same optimizer (stages 1 and 2, clipping),
 // optimizer state per rank is 1/world_size of the whole, the consolidated state is the plain
 // optimizer's, and a checkpoint saved by two ranks resumes on one, two, three or four with the
-// losses of the uninterrupted run.
+// losses of the uninterrupted run; an incomplete checkpoint fails on every rank.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -272,6 +272,34 @@ TEST(ZeroRanks, CheckpointOfTwoRanksResumesOnOneToFour) {
         EXPECT_NEAR(got[i], expected[i], 1e-5 * std::abs(expected[i])) << "world " << world << ", step " << 3 + i;
     }
   }
+  fs::remove_all(dir);
+}
+
+TEST(ZeroRanks, AnIncompleteCheckpointFailsOnEveryRankAndChangesNothing) {
+  const fs::path dir = fs::temp_directory_path() / ("tg_zero_ranks_" + std::to_string(std::random_device{}()));
+  fs::create_directories(dir);
+  const int world = 2;
+  const auto batches = make_batches(2);
+  auto ms = models(world);
+  run_ranks(world, [&](ProcessGroup& group) {
+    const int r = group.rank();
+    ZeroRedundancyOptimizer zero(ms[r]->parameters(), optimizer_class<optim::Adam>(optim::AdamOptions{.lr = 0.01}),
+                                 {.process_group = handle(group)});
+    for (const auto& b : batches) {
+      auto [x, y] = slice(b, r, world);
+      zero.zero_grad();
+      cross_entropy((*ms[r])(x), y).backward();
+      zero.step();
+    }
+    zero.save_sharded(dir.string());
+    const auto before = zero.optimizer().state_dict();
+    group.barrier("saved");
+    if (r == 0) fs::remove(dir / "zero_shard_00001_of_00002.safetensors");
+    group.barrier("removed");
+    EXPECT_THROW_MSG(zero.load_sharded(dir.string()), "shard 1 of 2 is missing");
+    const auto after = zero.optimizer().state_dict();
+    for (const auto& [key, t] : before) testing::expect_close(after.at(key), t, 0, 0);
+  });
   fs::remove_all(dir);
 }
 
