@@ -95,8 +95,14 @@ RingLinks::RingLinks(int rank, int world_size, TcpStore& store, std::chrono::mil
   }
 }
 
-void RingLinks::fail(const CollectiveTag& tag, const std::string& what) {
+void RingLinks::mark_broken(const CollectiveTag& tag) {
   broken_ = std::string(tag.name) + " #" + std::to_string(tag.sequence);
+  to_next_.close();
+  from_prev_.close();
+}
+
+void RingLinks::fail(const CollectiveTag& tag, const std::string& what) {
+  mark_broken(tag);
   TG_FAIL("[distributed] rank ", rank_, ": ", tag.name, " #", tag.sequence, " ", what);
 }
 

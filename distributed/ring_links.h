@@ -44,8 +44,9 @@ class RingLinks {
   void exchange(const CollectiveTag& tag, const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
                 const std::function<void(size_t)>& on_received = {});
 
-  // Marks the links unusable after a failure found above them (mismatched collectives).
-  void mark_broken(const CollectiveTag& tag) { broken_ = std::string(tag.name) + " #" + std::to_string(tag.sequence); }
+  // Marks the links unusable after a failure found above them (mismatched collectives) and closes
+  // them, so the neighbours waiting on this rank fail at once instead of at their timeout.
+  void mark_broken(const CollectiveTag& tag);
 
  private:
   [[noreturn]] void fail(const CollectiveTag& tag, const std::string& what);

@@ -98,7 +98,6 @@ struct Header {
   int32_t root = 0;
   int64_t sequence = 0, numel = 0;
 
-  static constexpr size_t kBytes = 4 + 3 + 4 + 16;
   std::string encode() const {
     std::string out = "TGCH";
     net::put_u8(out, kind);

@@ -226,8 +226,9 @@ TEST(TcpCommunicator, CollectiveOpsAndGradientsAcrossThreads) {
   run_ranks(world, [&](ProcessGroup& g) {
     auto self = std::shared_ptr<ProcessGroup>(&g, [](ProcessGroup*) {});
     const int r = g.rank();
-    summed[r] = all_reduce(x[r], ReduceOp::Sum, self);
-    (summed[r] * summed[r]).sum().backward();  // d/dx_r = all_reduce(2 * sum) = 2 * world * sum
+    const Tensor s = all_reduce(x[r], ReduceOp::Sum, self);
+    (s * s).sum().backward();  // d/dx_r = all_reduce(2 * sum) = 2 * world * sum
+    summed[r] = s.detach();    // no graph outlives the group
     grads[r] = x[r].grad();
     gathered[r] = all_gather(x[r].detach(), self);
   });
@@ -287,6 +288,21 @@ TEST(TcpCommunicator, MismatchedCollectivesNameBothSides) {
     }
   });
   for (const auto& e : errors) EXPECT_FALSE(e);
+}
+
+TEST(TcpCommunicator, AFailedRankClosesItsLinksSoTheRingFailsPromptly) {
+  // Rank 0 disagrees with rank 2 (its predecessor) and rank 1 with rank 0; rank 2 agrees with rank 1
+  // and would wait for its data until the timeout, but rank 1 closes its links when it fails.
+  TensorList t = {ones({4}), ones({4}), ones({4})};
+  const auto start = std::chrono::steady_clock::now();
+  const auto errors = run_ranks_collecting(3, [&](ProcessGroup& g) {
+    Tensor& x = t[g.rank()];
+    if (g.rank() == 0) EXPECT_THROW_MSG(g.all_reduce(x, x, ReduceOp::Sum), "but rank 2 issued broadcast #1");
+    if (g.rank() == 1) EXPECT_THROW_MSG(g.broadcast(x, x, 0), "but rank 0 issued all_reduce #1");
+    if (g.rank() == 2) EXPECT_THROW_MSG(g.broadcast(x, x, 0), "rank 2: broadcast #1 lost rank 1");
+  });
+  for (const auto& e : errors) EXPECT_FALSE(e);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
 }
 
 TEST(TcpCommunicator, BackendChoice) {
