@@ -126,6 +126,12 @@ void ZeroRedundancyOptimizer::update(const TensorList& grads) {
   }
   refresh_shards();
   if (clipping_.get()) clip_(shard_grads);
+  if (skip_if_.defined() && group_->world_size() > 1) {
+    // Every rank skips together: each saw only its gradients (or its shard of them). The maximum is
+    // written into the flag itself, so that GradScaler's scale update, which reads it, agrees too.
+    Tensor flag = skip_if_;
+    all_reduce_(flag, ReduceOp::Max, group_);
+  }
   inner_->set_skip_if(skip_if_);
   inner_->update(shard_grads);
   gather_params();

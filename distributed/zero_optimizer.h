@@ -59,6 +59,10 @@ struct ZeroOptions {
 // then arrive averaged, and step() takes its shard of them without communicating, as PyTorch's
 // ZeroRedundancyOptimizer does. A parameter without a gradient counts as a zero gradient.
 //
+// A skip flag (set_skip_if, as GradScaler sets its found-inf flag) is maximized over the ranks in
+// place before each update, so that all ranks skip together and GradScaler's scale stays the same
+// everywhere.
+//
 // It is an optim::Optimizer: learning-rate schedulers drive it, CompiledStep compiles its update
 // (collectives included), and state_dict() is the wrapped optimizer's in PyTorch's format for the
 // whole model (after consolidate_state_dict() when the world has more than one rank).

@@ -136,6 +136,31 @@ TEST(ZeroRanks, CompiledStepsMatchDistributedDataParallel) {
   }
 }
 
+TEST(ZeroRanks, ASkipFlagOfOneRankSkipsEveryRank) {
+  // GradScaler's found-inf flag, set on rank 1 only: no rank updates, and both flags read 1 after.
+  const int world = 2;
+  const auto batches = make_batches(1);
+  auto ms = models(world);
+  std::vector<Tensor> flags;
+  for (int r = 0; r < world; ++r) flags.push_back(full({}, r == 1 ? 1.0 : 0.0));
+  run_ranks(world, [&](ProcessGroup& group) {
+    const int r = group.rank();
+    for (int stage : {1, 2}) {
+      ZeroRedundancyOptimizer zero(ms[r]->parameters(), optimizer_class<optim::Adam>(optim::AdamOptions{.lr = 0.1}),
+                                   {.process_group = handle(group), .stage = stage});
+      TensorList before;
+      for (const Tensor& p : ms[r]->parameters()) before.push_back(p.detach().clone());
+      auto [x, y] = slice(batches[0], r, world);
+      zero.zero_grad();
+      cross_entropy((*ms[r])(x), y).backward();
+      zero.set_skip_if(flags[r]);
+      zero.step();
+      EXPECT_EQ(flags[r].item<float>(), 1.f);
+      expect_params_close(ms[r]->parameters(), before, 0, 0);
+    }
+  });
+}
+
 TEST(ZeroRanks, Stage1UnderDistributedDataParallel) {
   // PyTorch's arrangement: DDP averages the gradients, ZeRO updates its shard and gathers.
   const int world = 2;
