@@ -23,7 +23,7 @@ namespace tg {
 struct CompileOptions {
   std::string backend = "aot_eager";    // "eager" (no graphs), "aot_eager" (interpreter) or "cudagraphs"
   std::string partitioner = "default";  // "default" or "min_cut"
-  int cache_limit = 8;                  // compiled variants per function before falling back to eager
+  int cache_limit = 8;                  // compiled variants per function before eager fallback (or eviction)
   bool fullgraph = false;               // raise on data-dependent code instead of running it eagerly
   int cudagraph_max_recordings = 8;     // recordings per segment (new static addresses) before eager
   bool fuse_epilogues = true;           // fuse linear + relu (cuBLASLt epilogue) and relu grad + bias grad
