@@ -1,6 +1,8 @@
 // Variable shapes with shape buckets: transformer_lm over a sequence length drawn from 17..512 every
 // step, and mlp_small over a batch size drawn from 1..256 every step; eager, and compiled with the
-// cudagraphs backend, 8 evenly spaced buckets and CompiledStep. Both runs take the same draws.
+// cudagraphs backend, 8 evenly spaced buckets and CompiledStep. Both runs take the same 1,000 draws,
+// in a cycle: the timed steps repeat the warm-up's, so eager mode is timed with every shape seen
+// before (its cuBLASLt autotuning of each new shape done) and the comparison is of steady states.
 // Counters: us_per_step (after the warm-up), warmup_s (the first 1,000 steps, compilations and
 // recordings included), compilations, recordings (CUDA graphs recorded for the loss's forward and
 // backward over all steps), segments (segments planned for capture, summed over variants: each
@@ -75,7 +77,7 @@ void BM_transformer_lm_lengths_17_512(benchmark::State& state) {
   auto loss = [model](const tg::Tensor& x, const tg::Tensor& y) { return bench::lm_loss(*model, x, y); };
   auto f = tg::compile(loss, bucketed(1, kMaxSeq));
   const tg::Tensor tokens = tg::randint(0, bench::kLmVocab, {kBatch, kMaxSeq + 1}, {.device = dev});
-  const std::vector<int64_t> lengths = draws(17, kMaxSeq, 4096, 1);
+  const std::vector<int64_t> lengths = draws(17, kMaxSeq, kWarmupSteps, 1);
   size_t i = 0;
   warm_up_and_time(state, [&] {
     const int64_t t = lengths[i++ % lengths.size()];
@@ -106,7 +108,7 @@ void BM_mlp_small_batches_1_256(benchmark::State& state) {
   auto f = tg::compile(loss, bucketed(0, 256));
   const tg::Tensor xs = tg::randn({256, bench::kMlpSmall.widths.front()}, {.device = dev});
   const tg::Tensor ys = tg::randint(0, bench::kMlpSmall.widths.back(), {256}, {.device = dev});
-  const std::vector<int64_t> batches = draws(1, 256, 4096, 2);
+  const std::vector<int64_t> batches = draws(1, 256, kWarmupSteps, 2);
   size_t i = 0;
   warm_up_and_time(state, [&] {
     const int64_t b = batches[i++ % batches.size()];
