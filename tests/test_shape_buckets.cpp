@@ -39,7 +39,8 @@ CompileOptions batch_buckets(std::string backend, std::vector<int64_t> sizes) {
 
 // Runs the mlp_small loss over `calls` batch sizes drawn from 1..256, compiled with 8 buckets and
 // eagerly on the unpadded batch, and compares losses and gradients.
-void expect_mlp_batches_match_eager(const std::string& backend, Device device, int calls) {
+// Tolerances: CUDA products of other row counts may pick other algorithms (autotuning).
+void expect_mlp_batches_match_eager(const std::string& backend, Device device, int calls, double rtol, double atol) {
   auto model = mlp_small(device);
   auto loss = [model](const Tensor& x, const Tensor& y) { return cross_entropy((*model)(x), y); };
   auto f = compile(loss, batch_buckets(backend, evenly_spaced_buckets(256, 8)));
@@ -52,7 +53,7 @@ void expect_mlp_batches_match_eager(const std::string& backend, Device device, i
     const TensorList compiled = loss_and_grads(*model, f(x, y));
     const TensorList eager = loss_and_grads(*model, loss(x, y));
     ASSERT_EQ(compiled.size(), eager.size());
-    for (size_t k = 0; k < eager.size(); ++k) expect_close(compiled[k], eager[k], 1e-4, 1e-6);
+    for (size_t k = 0; k < eager.size(); ++k) expect_close(compiled[k], eager[k], rtol, atol);
   }
   const graphs::CompileCounters& c = f.counters();
   EXPECT_LE(c.compilations, 8);
@@ -115,7 +116,8 @@ CompileOptions sequence_buckets(std::string backend) {
 
 // The LM loss over `calls` sequence lengths drawn from 17..512, compiled with 8 buckets and eagerly
 // on the unpadded batch: losses and gradients compared.
-void expect_lm_lengths_match_eager(bool causal, const std::string& backend, Device device, int calls) {
+void expect_lm_lengths_match_eager(bool causal, const std::string& backend, Device device, int calls, double rtol,
+                                   double atol) {
   manual_seed(0);
   auto model = std::make_shared<TinyLM>(causal);
   model->to(device);
@@ -130,23 +132,24 @@ void expect_lm_lengths_match_eager(bool causal, const std::string& backend, Devi
     const TensorList compiled = loss_and_grads(*model, f(x, y));
     const TensorList eager = loss_and_grads(*model, lm_loss(*model, x, y));
     ASSERT_EQ(compiled.size(), eager.size());
-    for (size_t k = 0; k < eager.size(); ++k) expect_close(compiled[k], eager[k], 1e-4, 1e-5);
+    for (size_t k = 0; k < eager.size(); ++k) expect_close(compiled[k], eager[k], rtol, atol);
   }
   const graphs::CompileCounters& c = f.counters();
   EXPECT_LE(c.compilations, 8);
   EXPECT_EQ(c.eager_fallbacks, 0);
   EXPECT_EQ(c.bucket_hits, calls - c.compilations);
+  EXPECT_GT(c.padded_calls, 0);
 }
 
-TEST(ShapeBuckets, CausalLmSequenceLengthsMatchEagerOnCpu) { expect_lm_lengths_match_eager(true, "aot_eager", kCPU, 40); }
+TEST(ShapeBuckets, CausalLmSequenceLengthsMatchEagerOnCpu) { expect_lm_lengths_match_eager(true, "aot_eager", kCPU, 40, 1e-4, 1e-5); }
 
 TEST(ShapeBuckets, KeyPaddingMaskLmSequenceLengthsMatchEagerOnCpu) {
-  expect_lm_lengths_match_eager(false, "aot_eager", kCPU, 24);
+  expect_lm_lengths_match_eager(false, "aot_eager", kCPU, 24, 1e-4, 1e-5);
 }
 
 TEST(ShapeBuckets, CausalLmSequenceLengthsMatchEagerOnCuda) {
   TG_REQUIRE_CUDA();
-  expect_lm_lengths_match_eager(true, "cudagraphs", cuda_device(), 100);
+  expect_lm_lengths_match_eager(true, "cudagraphs", cuda_device(), 100, 1e-3, 1e-5);
 }
 
 // Training on CUDA: the compiled loss with buckets and CompiledStep against an eager twin, 200
@@ -173,10 +176,10 @@ TEST(ShapeBuckets, MlpSmallTrainingWithCudaGraphsMatchesEager) {
     twin_sgd.zero_grad();
     e.backward();
     twin_sgd.step();
-    expect_close(l, e, 1e-4, 1e-5);
+    expect_close(l, e, 1e-3, 1e-5);
   }
   const TensorList p = model->parameters(), q = twin->parameters();
-  for (size_t k = 0; k < p.size(); ++k) expect_close(p[k], q[k], 1e-4, 1e-5);
+  for (size_t k = 0; k < p.size(); ++k) expect_close(p[k], q[k], 1e-3, 1e-5);
   const graphs::CompileCounters& c = f.counters();
   EXPECT_LE(c.compilations, 8);
   EXPECT_EQ(c.eager_fallbacks, 0);
@@ -196,11 +199,11 @@ TEST(ShapeBuckets, BucketSizeHelpers) {
   EXPECT_THROW_MSG(pow2_buckets(8, 4), "expected 1 <= min <= max, got min 8, max 4");
 }
 
-TEST(ShapeBuckets, MlpSmallBatchesMatchEagerOnCpu) { expect_mlp_batches_match_eager("aot_eager", kCPU, 200); }
+TEST(ShapeBuckets, MlpSmallBatchesMatchEagerOnCpu) { expect_mlp_batches_match_eager("aot_eager", kCPU, 200, 1e-4, 1e-6); }
 
 TEST(ShapeBuckets, MlpSmallBatchesMatchEagerOnCuda) {
   TG_REQUIRE_CUDA();
-  expect_mlp_batches_match_eager("cudagraphs", cuda_device(), 200);
+  expect_mlp_batches_match_eager("cudagraphs", cuda_device(), 200, 1e-3, 1e-5);
 }
 
 TEST(ShapeBuckets, ExtentIsAGraphInputNotAConstant) {
