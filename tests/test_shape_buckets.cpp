@@ -219,6 +219,22 @@ TEST(ShapeBuckets, ExtentIsAGraphInputNotAConstant) {
   EXPECT_EQ(f.counters().bucket_hits, 3);
 }
 
+TEST(ShapeBuckets, TwoBucketsOnOneInputPadIndependently) {
+  // Rows and columns bucketed apart: the mean over the real block, from both masks and extents.
+  auto fn = [](const Tensor& x) {
+    Tensor w = bucket_mask(x, 0).to(kFloat32).unsqueeze(1) * bucket_mask(x, 1).to(kFloat32).unsqueeze(0);
+    return (x * w).sum() / (bucket_extent(x, 0) * bucket_extent(x, 1));
+  };
+  auto f = compile(fn, CompileOptions{.shape_buckets = {{.dims = {{0, 0, 5.0}}, .sizes = {4, 8}},
+                                                        {.dims = {{0, 1, -5.0}}, .sizes = {16, 32}}}});
+  for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{3, 10}, {7, 20}, {2, 30}, {8, 16}, {5, 17}}) {
+    Tensor x = randn({r, c});
+    expect_close(f(x), x.mean(), 1e-5, 1e-6);
+  }
+  EXPECT_EQ(f.counters().compilations, 4);
+  EXPECT_EQ(f.counters().padded_calls, 4);
+}
+
 TEST(ShapeBuckets, OutsideBucketsTheExtentIsTheSize) {
   Tensor x = randn({3, 5});
   EXPECT_EQ(bucket_extent(x, 1).item<int64_t>(), 5);
