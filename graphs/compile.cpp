@@ -350,7 +350,7 @@ TensorList CompiledFunction::call(const TensorList& args) {
 
 namespace {
 
-// Counts a call whose shapes compile (or fall back) anew, and tells once of a dim that keeps changing.
+// Records the shapes of a call that compiles (or falls back) anew; tells once of a dim that keeps changing.
 void watch_changing_dims(CompiledFunction::State& s, const CallArgs& call) {
   ChangingDims::Skip skip;
   if (s.buckets)

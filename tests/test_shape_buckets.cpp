@@ -187,6 +187,25 @@ TEST(ShapeBuckets, MlpSmallTrainingWithCudaGraphsMatchesEager) {
   EXPECT_LE(c.graphs_captured, c.captured_segments);
 }
 
+TEST(ShapeBuckets, StrictCaptureHoldsWithBuckets) {
+  // Padding runs before the compiled call; inside it, every variant is warmed up, recorded once and
+  // replayed, with no work outside CUDA graphs.
+  TG_REQUIRE_CUDA();
+  const Device dev = cuda_device();
+  auto model = mlp_small(dev);
+  CompileOptions options = batch_buckets("cudagraphs", {64, 128, 256});
+  options.strict_capture = true;
+  auto f = compile([model](const Tensor& x, const Tensor& y) { return cross_entropy((*model)(x), y); }, options);
+  for (int64_t b : {10, 100, 200, 20, 120, 250, 64, 128, 256, 1}) {
+    Tensor l;
+    EXPECT_NO_THROW(l = f(randn({b, 128}, {.device = dev}), randint(0, 10, {b}, {.device = dev})));
+    model->zero_grad();
+    EXPECT_NO_THROW(l.backward());
+  }
+  EXPECT_EQ(f.counters().compilations, 3);
+  EXPECT_EQ(f.counters().rerecords, 0);
+}
+
 TEST(ShapeBuckets, BucketSizeHelpers) {
   EXPECT_EQ(evenly_spaced_buckets(512, 8), (std::vector<int64_t>{64, 128, 192, 256, 320, 384, 448, 512}));
   EXPECT_EQ(evenly_spaced_buckets(100, 3), (std::vector<int64_t>{34, 67, 100}));
