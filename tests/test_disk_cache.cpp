@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -24,7 +25,10 @@
 #include "graphs/capture/joint.h"
 #include "graphs/partition/partition.h"
 #include "graphs/passes/elementwise_fusion.h"
+#include "ops/cuda/blas.h"
 #include "ops/cuda/nvrtc_compiler.h"
+#include "ops/flash_attention.h"
+#include "ops/flash_attention_kernels.h"
 #include "ops/fused_elementwise.h"
 #include "ops/fused_elementwise_codegen.h"
 #endif
@@ -313,6 +317,94 @@ TEST_F(DiskCacheTest, NvrtcWithoutCacheStillCompiles) {
   const std::string src = generated_kernel_source();
   EXPECT_EQ(cuda::nvrtc_compile(src, "compute_90").image, cuda::nvrtc_compile(src, "compute_90").image);
   EXPECT_EQ(disk_cache_stats().hits + disk_cache_stats().misses + disk_cache_stats().stores, 0);
+}
+
+// ---- on a GPU: cuBLASLt's choices and cuDNN's attention plans --------------------------------------
+
+// The entries of `kind` in dir, by path.
+std::vector<std::string> entries(const fs::path& dir, const std::string& kind) {
+  std::vector<std::string> found;
+  if (!fs::exists(dir)) return found;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.path().filename().string().rfind(kind + "-", 0) == 0) found.push_back(entry.path().string());
+  return found;
+}
+
+// The key an entry file was stored under (its header's key text, less the kind's line).
+std::string key_of(const std::string& path) {
+  const std::string bytes = read(path);
+  uint64_t key_size = 0;
+  std::memcpy(&key_size, bytes.data() + 16, sizeof key_size);  // after the magic, version, reserved word
+  const std::string full = bytes.substr(40, key_size);
+  return full.substr(full.find('\n') + 1);
+}
+
+TEST_F(DiskCacheTest, CublasLtChoiceIsReadBackInsteadOfTimed) {
+  TG_REQUIRE_CUDA();
+  const Device dev = cuda_device(0);
+  const Tensor x = testing::random_tensor({64, 128}, kFloat32).to(dev), w = testing::random_tensor({96, 128}, kFloat32).to(dev),
+               b = testing::random_tensor({96}, kFloat32).to(dev);
+  cuda::clear_gemm_lt_plans();
+  const Tensor cold = linear(x, w, b).cpu();
+  const std::vector<std::string> stored = entries(dir_, "cublaslt");
+  ASSERT_EQ(stored.size(), 1u) << "linear with a bias went through cuBLASLt once";
+  testing::expect_close(cold, linear(x.cpu(), w.cpu(), b.cpu()), 1e-3, 1e-3);
+  // As in a new process: no plan in memory, the choice on disk, read back and checked by cuBLASLt.
+  cuda::clear_gemm_lt_plans();
+  reset_disk_cache_stats();
+  const Tensor warm = linear(x, w, b).cpu();
+  EXPECT_EQ(disk_cache_stats().hits, 1);
+  EXPECT_EQ(disk_cache_stats().misses, 0);
+  EXPECT_EQ(disk_cache_stats().stores, 0);
+  testing::expect_close(warm, cold, 1e-6, 1e-6);  // the same algorithm
+  // An algorithm cuBLASLt refuses (all bits set: no such algorithm) is reported and chosen again.
+  disk_cache_store("cublaslt", key_of(stored[0]), std::string(64, '\xff'));
+  cuda::clear_gemm_lt_plans();
+  reset_disk_cache_stats();
+  Tensor again;
+  const std::string err = stderr_of([&] { again = linear(x, w, b).cpu(); });
+  EXPECT_NE(err.find("was refused (cuBLASLt does not accept it for this product)"), std::string::npos) << err;
+  EXPECT_EQ(disk_cache_stats().rejected, 1);
+  EXPECT_EQ(disk_cache_stats().stores, 1);
+  testing::expect_close(again, cold, 1e-3, 1e-3);
+}
+
+TEST_F(DiskCacheTest, CudnnAttentionPlansAreLoadedInsteadOfBuilt) {
+  TG_REQUIRE_CUDA();
+  const Device dev = cuda_device(0);
+  SdpaKernelGuard fused(SdpaKernel::kFused);
+  auto run = [&](TensorList& grads) {
+    manual_seed(3);
+    TensorList qkv;
+    for (int i = 0; i < 3; ++i) qkv.push_back(randn({2, 4, 128, 64}).to(dev).to(kBFloat16).requires_grad_(true));
+    const Tensor out = scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], Tensor(), 0.0, true);
+    out.to(kFloat32).sum().backward();
+    grads.clear();
+    for (const Tensor& t : qkv) grads.push_back(t.grad().cpu());
+    return out.cpu();
+  };
+  cuda::clear_flash_attention_plans();
+  TensorList cold_grads, warm_grads;
+  const Tensor cold = run(cold_grads);
+  const size_t stored = entries(dir_, "cudnn_sdpa").size();
+  if (stored == 0) GTEST_SKIP() << "cuDNN serialized neither plan (its engine for these shapes cannot be)";
+  cuda::clear_flash_attention_plans();
+  reset_disk_cache_stats();
+  const Tensor warm = run(warm_grads);
+  EXPECT_EQ(disk_cache_stats().hits, static_cast<int64_t>(stored));
+  EXPECT_EQ(disk_cache_stats().rejected, 0);
+  testing::expect_close(warm, cold, 0.0, 0.0);
+  for (size_t i = 0; i < 3; ++i) testing::expect_close(warm_grads[i], cold_grads[i], 1e-2, 1e-2);
+  // A plan cuDNN cannot read is reported and built again.
+  for (const std::string& path : entries(dir_, "cudnn_sdpa")) disk_cache_store("cudnn_sdpa", key_of(path), "not a plan");
+  cuda::clear_flash_attention_plans();
+  reset_disk_cache_stats();
+  TensorList again_grads;
+  Tensor again;
+  const std::string err = stderr_of([&] { again = run(again_grads); });
+  EXPECT_NE(err.find("was refused (cuDNN could not load it"), std::string::npos) << err;
+  EXPECT_EQ(disk_cache_stats().rejected, static_cast<int64_t>(stored));
+  testing::expect_close(again, cold, 0.0, 0.0);
 }
 #endif
 
