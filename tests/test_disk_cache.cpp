@@ -25,6 +25,7 @@
 #include "graphs/capture/joint.h"
 #include "graphs/partition/partition.h"
 #include "graphs/passes/elementwise_fusion.h"
+#include "ops/conv_kernels.h"
 #include "ops/cuda/blas.h"
 #include "ops/cuda/nvrtc_compiler.h"
 #include "ops/flash_attention.h"
@@ -405,6 +406,32 @@ TEST_F(DiskCacheTest, CudnnAttentionPlansAreLoadedInsteadOfBuilt) {
   EXPECT_NE(err.find("was refused (cuDNN could not load it"), std::string::npos) << err;
   EXPECT_EQ(disk_cache_stats().rejected, static_cast<int64_t>(stored));
   testing::expect_close(again, cold, 0.0, 0.0);
+}
+
+TEST_F(DiskCacheTest, CudnnConvolutionChoicesAreReadBackInsteadOfSearched) {
+  TG_REQUIRE_CUDA();
+  const Device dev = cuda_device(0);
+  const Tensor x0 = testing::random_tensor({2, 3, 16, 16}, kFloat32).to(dev);
+  const Tensor w0 = testing::random_tensor({8, 3, 3, 3}, kFloat32).to(dev);
+  auto run = [&](Tensor& gw) {
+    const Tensor x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+    const Tensor y = conv2d(x, w, Tensor(), {1}, 1);
+    y.sum().backward();
+    gw = w.grad().cpu();
+    return y.cpu();
+  };
+  cuda::clear_conv_algorithms();
+  Tensor cold_gw, warm_gw;
+  const Tensor cold = run(cold_gw);
+  EXPECT_EQ(entries(dir_, "cudnn_conv").size(), 3u) << "forward, input gradient and weight gradient";
+  cuda::clear_conv_algorithms();
+  reset_disk_cache_stats();
+  const Tensor warm = run(warm_gw);
+  EXPECT_EQ(disk_cache_stats().hits, 3);
+  EXPECT_EQ(disk_cache_stats().misses, 0);
+  EXPECT_EQ(disk_cache_stats().stores, 0);
+  testing::expect_close(warm, cold, 1e-6, 1e-6);
+  testing::expect_close(warm_gw, cold_gw, 1e-5, 1e-5);
 }
 #endif
 
