@@ -107,6 +107,8 @@ bool load_plan(Built& b, cudnnHandle_t handle, const std::string& key) {
     why = std::string("cuDNN could not load it: ") + e.what();
   }
   if (!why.empty()) {
+    // A failed load may leave the handle on the stream of the frontend's trial capture.
+    (void)cudnnSetStream(handle, current_stream());
     disk_cache_reject("cudnn_sdpa", key, why);
     return false;
   }
