@@ -173,7 +173,8 @@ double seconds_since_process_start() {
   return s >= 0 && s < 3600 ? s : -1;  // a clock of another namespace: unknown
 }
 
-// TG_GPT2_FIRST_REPLAY: one compiled setup, steps up to the first replay, one line of timings.
+// TG_GPT2_FIRST_REPLAY: one compiled setup, steps up to the first replay, a line of timings and one
+// of the cache's counters (in total, then hits/misses/rejected/stored per kind).
 int first_replay_only(const std::string& mode) {
   const double before_main = seconds_since_process_start();  // loading the program and its libraries
   const Clock::time_point main_start = Clock::now();
@@ -198,9 +199,13 @@ int first_replay_only(const std::string& mode) {
               static_cast<long long>(s.batch), static_cast<long long>(s.seq),
               before_main >= 0 ? before_main + main_s : main_s, before_main >= 0 ? before_main : 0.0, init_s, setup_s,
               steps, steps_s, steps > 10 ? " (no step replayed only; gave up after 10)" : "");
-  std::printf("on-disk cache %s: %lld hits, %lld misses, %lld rejected, %lld stored\n",
+  std::printf("on-disk cache %s: %lld hits, %lld misses, %lld rejected, %lld stored",
               dir.empty() ? "off" : dir.c_str(), static_cast<long long>(c.hits), static_cast<long long>(c.misses),
               static_cast<long long>(c.rejected), static_cast<long long>(c.stores));
+  for (const auto& [kind, k] : tg::disk_cache_stats_by_kind())
+    std::printf("; %s %lld/%lld/%lld/%lld", kind.c_str(), static_cast<long long>(k.hits),
+                static_cast<long long>(k.misses), static_cast<long long>(k.rejected), static_cast<long long>(k.stores));
+  std::printf("\n");
   return steps > 10 ? 1 : 0;
 }
 

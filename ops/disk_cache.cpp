@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -43,6 +44,7 @@ struct State {
   bool unwritable = false;
   std::set<std::string> warned;  // entries reported bad this process
   DiskCacheStats stats;
+  std::map<std::string, DiskCacheStats, std::less<>> by_kind;
 };
 
 State& state() {
@@ -110,12 +112,21 @@ uint64_t checksum(std::string_view key, std::string_view payload) {
   return disk_cache_hash(payload, disk_cache_hash(key));
 }
 
+// Applies `update` to the process's counters and to those of `kind`; the caller holds the mutex.
+template <typename Update>
+void count_locked(State& s, std::string_view kind, Update update) {
+  update(s.stats);
+  auto it = s.by_kind.find(kind);
+  if (it == s.by_kind.end()) it = s.by_kind.emplace(std::string(kind), DiskCacheStats{}).first;
+  update(it->second);
+}
+
 // Reports a bad entry once per process, counts it and removes the file (the caller rebuilds it).
-void reject(const std::string& path, const std::string& why) {
+void reject(std::string_view kind, const std::string& path, const std::string& why) {
   State& s = state();
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    ++s.stats.rejected;
+    count_locked(s, kind, [](DiskCacheStats& c) { ++c.rejected; });
     if (s.warned.insert(path).second)
       std::cerr << "[tapegraph] warning: cache entry " << path << " " << why << "; rebuilding it\n";
   }
@@ -196,10 +207,17 @@ DiskCacheStats disk_cache_stats() {
   return s.stats;
 }
 
+std::map<std::string, DiskCacheStats> disk_cache_stats_by_kind() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return {s.by_kind.begin(), s.by_kind.end()};
+}
+
 void reset_disk_cache_stats() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.stats = DiskCacheStats{};
+  s.by_kind.clear();
 }
 
 std::string disk_cache_dir() {
@@ -230,12 +248,12 @@ std::optional<std::string> disk_cache_load(std::string_view kind, std::string_vi
   std::string bytes;
   const bool found = read_file(path, bytes);
   const std::string why = found ? check(bytes, full) : std::string();
-  if (!why.empty()) reject(path, why);
+  if (!why.empty()) reject(kind, path, why);
   const bool hit = found && why.empty();
   {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
-    ++(hit ? s.stats.hits : s.stats.misses);
+    count_locked(s, kind, [hit](DiskCacheStats& c) { ++(hit ? c.hits : c.misses); });
   }
   log(std::string(hit ? "hit " : "miss ") + path);
   if (!hit) return std::nullopt;
@@ -268,11 +286,11 @@ void disk_cache_store(std::string_view kind, std::string_view key, std::string_v
   const int err = ec ? ec.value() : write_atomically(path, bytes);
   std::lock_guard<std::mutex> lock(s.mutex);
   if (err == 0) {
-    ++s.stats.stores;
+    count_locked(s, kind, [](DiskCacheStats& c) { ++c.stores; });
     log("store " + path + " (" + std::to_string(payload.size()) + " bytes)");
     return;
   }
-  ++s.stats.write_failures;
+  count_locked(s, kind, [](DiskCacheStats& c) { ++c.write_failures; });
   if (!s.unwritable)
     std::cerr << "[tapegraph] warning: cannot write the cache directory " << dir << " (" << std::strerror(err)
               << "); running without storing to it (set TG_CACHE_DIR to a writable directory, or TG_CACHE_DIR=off)\n";
@@ -285,10 +303,12 @@ void disk_cache_reject(std::string_view kind, std::string_view key, std::string_
   {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
-    --s.stats.hits;
-    ++s.stats.misses;
+    count_locked(s, kind, [](DiskCacheStats& c) {
+      --c.hits;
+      ++c.misses;
+    });
   }
-  reject(path, "was refused (" + std::string(why) + ")");
+  reject(kind, path, "was refused (" + std::string(why) + ")");
 }
 
 }  // namespace tg

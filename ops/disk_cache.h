@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,8 @@ struct DiskCacheStats {
 
 // The process's counters.
 DiskCacheStats disk_cache_stats();
+// The same, per kind of artifact ("nvrtc", "cublaslt", ...), for the kinds used so far.
+std::map<std::string, DiskCacheStats> disk_cache_stats_by_kind();
 // Sets the counters to zero (tests call this first).
 void reset_disk_cache_stats();
 

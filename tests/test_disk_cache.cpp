@@ -105,6 +105,13 @@ TEST_F(DiskCacheTest, StoresAndLoads) {
   EXPECT_EQ(s.rejected, 0);
   disk_cache_store("test", "empty", "");
   EXPECT_EQ(disk_cache_load("test", "empty"), std::optional<std::string>(""));
+  disk_cache_store("other", "k", "v");
+  const auto by_kind = disk_cache_stats_by_kind();
+  ASSERT_EQ(by_kind.size(), 2u);
+  EXPECT_EQ(by_kind.at("test").hits, 2);
+  EXPECT_EQ(by_kind.at("test").stores, 2);
+  EXPECT_EQ(by_kind.at("other").stores, 1);
+  EXPECT_EQ(by_kind.at("other").hits, 0);
 }
 
 TEST_F(DiskCacheTest, OtherKeysAndKindsMiss) {
