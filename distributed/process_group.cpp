@@ -13,8 +13,22 @@ namespace {
 std::mutex g_mutex;
 std::shared_ptr<ProcessGroup> g_default;
 
-Device pick_device(const Environment& env) {
-  if (!cuda_is_available()) return kCPU;
+std::string resolve_backend(const std::string& asked) {
+  if (asked == "auto") return cuda_is_available() ? "nccl" : "cpu";
+  if (asked == "cpu" || asked == "tcp") return "cpu";
+  if (asked == "nccl") {
+#ifndef TG_WITH_CUDA
+    TG_FAIL("[distributed] backend 'nccl' but tapegraph was built without CUDA: expected backend 'cpu' or 'auto'");
+#endif
+    TG_CHECK(cuda_is_available(), "[distributed] backend 'nccl' but this machine has no CUDA device: expected "
+             "backend 'cpu' or 'auto'");
+    return "nccl";
+  }
+  TG_FAIL("[distributed] unknown backend '", asked, "': expected 'auto', 'nccl', 'cpu' or 'tcp'");
+}
+
+Device pick_device(const Environment& env, const std::string& backend) {
+  if (backend != "nccl") return kCPU;
   TG_CHECK(env.local_rank < cuda_device_count(), "[distributed] LOCAL_RANK=", env.local_rank, " but this machine has ",
            cuda_device_count(), " CUDA device(s): expected one process per device (tgrun --nproc-per-node ",
            cuda_device_count(), ")");
@@ -33,10 +47,10 @@ const char* reduce_op_name(ReduceOp op) {
 }
 
 ProcessGroup::ProcessGroup(const Environment& env, const InitOptions& options)
-    : env_(env), options_(options), device_(pick_device(env)) {
+    : env_(env), options_(options), backend_(resolve_backend(options.backend)), device_(pick_device(env, backend_)) {
   if (env_.world_size > 1)
     store_ = std::make_unique<TcpStore>(env_.master_addr, env_.master_port, env_.world_size, env_.rank == 0,
-                                        options_.timeout);
+                                        options_.timeout, env_.rank);
 #ifdef TG_WITH_CUDA
   if (device_.is_cuda()) {
     cuda::set_device(device_.index);
@@ -44,10 +58,15 @@ ProcessGroup::ProcessGroup(const Environment& env, const InitOptions& options)
     return;
   }
 #endif
-  TG_CHECK(env_.world_size == 1, "[distributed] rank ", env_.rank, " of ", env_.world_size, " has no CUDA device: ",
-           "collectives between processes need NCCL and one GPU per process (a group of one process also runs on "
-           "the CPU)");
-  comm_ = std::make_unique<SelfCommunicator>();
+  if (env_.world_size == 1) {
+    comm_ = std::make_unique<SelfCommunicator>();
+    return;
+  }
+  comm_ = make_tcp_communicator(env_.rank, env_.world_size, *store_, options_.timeout, env_.master_addr,
+                                env_.master_port);
+  // Nobody leaves before every rank is done with the store: rank 0 serves it, and a collective of no
+  // elements (which moves nothing) could otherwise let it exit while a peer still reads an address.
+  store_->barrier("tg/ring/ready");
 }
 
 ProcessGroup::~ProcessGroup() = default;

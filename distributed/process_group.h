@@ -1,5 +1,5 @@
 // Process groups: the processes that train together, their ranks, and the transport between them
-// (NCCL on CUDA devices; a group of one process also works on the CPU).
+// (NCCL on CUDA devices, or ring collectives over TCP on CPU tensors).
 #pragma once
 
 #include <chrono>
@@ -22,6 +22,10 @@ struct InitOptions {
   // Bounds the rendezvous, the communicator's creation and every eager collective: past it the
   // process reports which step stalled and exits, instead of hanging on a dead peer.
   std::chrono::milliseconds timeout = std::chrono::minutes(5);
+  // The transport: "nccl" (one CUDA device per process), "cpu" (alias "tcp": ring collectives over
+  // TCP sockets on CPU tensors, on one host or several, even where CUDA devices exist) or "auto"
+  // (NCCL when this machine has CUDA devices, else the CPU backend).
+  std::string backend = "auto";
 };
 
 class TcpStore;
@@ -39,8 +43,10 @@ class ProcessGroup {
   int rank() const { return env_.rank; }
   int world_size() const { return env_.world_size; }
   int local_rank() const { return env_.local_rank; }
-  // cuda:LOCAL_RANK when CUDA devices exist, else the CPU.
+  // cuda:LOCAL_RANK with the NCCL backend, the CPU with the CPU backend.
   Device device() const { return device_; }
+  // "nccl" or "cpu" (what "auto" resolved to).
+  const std::string& backend() const { return backend_; }
   // The rendezvous store (null for a group of one process).
   TcpStore* store() const { return store_.get(); }
 
@@ -65,6 +71,7 @@ class ProcessGroup {
 
   Environment env_;
   InitOptions options_;
+  std::string backend_;
   Device device_;
   std::unique_ptr<TcpStore> store_;
   std::unique_ptr<Communicator> comm_;
@@ -72,10 +79,12 @@ class ProcessGroup {
 };
 
 // Joins the default group from the environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
-// MASTER_PORT, as tgrun and torchrun set them; a single process when they are absent) and makes
-// cuda:LOCAL_RANK this thread's device. Throws when already initialized.
+// MASTER_PORT, as tgrun and torchrun set them; a single process when they are absent) and, with the
+// NCCL backend, makes cuda:LOCAL_RANK this thread's device. Throws when already initialized.
 void init(const InitOptions& options = {});
-// Joins the default group described by `env` (tests and custom launchers).
+// Joins the default group described by `env` (tests and custom launchers). Several ranks of one
+// job may also live in one process as threads, each constructing its own ProcessGroup (not the
+// default one) from an Environment with its rank and a shared free master_port.
 void init(const Environment& env, const InitOptions& options = {});
 // True between init() and destroy().
 bool is_initialized();

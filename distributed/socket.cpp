@@ -1,7 +1,10 @@
 // See Note [Launcher and rendezvous] in docs/launcher.md.
 #include "distributed/socket.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -155,6 +158,85 @@ Socket connect_until(const std::string& host, int port, Clock::time_point deadli
     std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - Clock::now()));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
   }
+}
+
+void set_blocking(int fd, bool blocking) { set_nonblocking(fd, !blocking); }
+
+Socket accept_until(int listener, Clock::time_point deadline) {
+  while (true) {
+    Socket s(::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (s.valid()) {
+      int one = 1;
+      setsockopt(s.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      return s;
+    }
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) return Socket();
+    const int wait = remaining_ms(deadline);
+    if (wait == 0) return Socket();
+    pollfd p{listener, POLLIN, 0};
+    ::poll(&p, 1, wait);
+  }
+}
+
+namespace {
+
+// The numeric form of a socket address ("10.0.0.7", "fe80::1").
+std::string numeric_host(const sockaddr* addr, socklen_t len) {
+  char host[NI_MAXHOST];
+  if (getnameinfo(addr, len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) != 0) return "";
+  std::string out = host;
+  if (auto pct = out.find('%'); pct != std::string::npos) out.resize(pct);  // a scope id ("%eth0")
+  return out;
+}
+
+std::string interface_address(const std::string& ifname) {
+  ifaddrs* all = nullptr;
+  TG_CHECK(getifaddrs(&all) == 0, "[distributed] cannot list the network interfaces: ", std::strerror(errno));
+  std::string v4, v6, present;
+  for (ifaddrs* a = all; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    const int family = a->ifa_addr->sa_family;
+    if (family != AF_INET && family != AF_INET6) continue;
+    if (present.find(std::string(" ") + a->ifa_name + ",") == std::string::npos) present += std::string(" ") + a->ifa_name + ",";
+    if (ifname != a->ifa_name) continue;
+    if (family == AF_INET && v4.empty()) v4 = numeric_host(a->ifa_addr, sizeof(sockaddr_in));
+    if (family == AF_INET6 && v6.empty() &&
+        !IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr))
+      v6 = numeric_host(a->ifa_addr, sizeof(sockaddr_in6));
+  }
+  freeifaddrs(all);
+  if (!present.empty()) present.pop_back();
+  TG_CHECK(!v4.empty() || !v6.empty(), "[distributed] network interface '", ifname, "' has no usable address: ",
+           "expected one of the interfaces with an address:", present);
+  return v4.empty() ? v6 : v4;
+}
+
+// The local address the kernel would use to reach host:port (a UDP "connect" sends nothing).
+std::string route_address(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return "";
+  std::string out;
+  for (addrinfo* ai = found; ai != nullptr && out.empty(); ai = ai->ai_next) {
+    Socket s(::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (!s.valid() || ::connect(s.fd(), ai->ai_addr, ai->ai_addrlen) != 0) continue;
+    sockaddr_storage local{};
+    socklen_t len = sizeof(local);
+    if (getsockname(s.fd(), reinterpret_cast<sockaddr*>(&local), &len) == 0)
+      out = numeric_host(reinterpret_cast<sockaddr*>(&local), len);
+  }
+  freeaddrinfo(found);
+  return out;
+}
+
+}  // namespace
+
+std::string advertised_address(const std::string& toward_host, int toward_port, const std::string& ifname) {
+  if (!ifname.empty()) return interface_address(ifname);
+  std::string route = route_address(toward_host, toward_port);
+  return route.empty() ? "127.0.0.1" : route;
 }
 
 bool send_all(int fd, std::string_view data) {

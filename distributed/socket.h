@@ -47,6 +47,17 @@ int find_free_port();
 // start later). Returns an empty socket on expiry and describes the last failure in `last_error`.
 Socket connect_until(const std::string& host, int port, Clock::time_point deadline, std::string& last_error);
 
+// Accepts one connection on a non-blocking listening socket, waiting at most until `deadline`
+// (empty on expiry). The new socket is non-blocking, with TCP_NODELAY.
+Socket accept_until(int listener, Clock::time_point deadline);
+// Puts a socket into (non-)blocking mode.
+void set_blocking(int fd, bool blocking);
+// The numeric address peers should dial to reach this host: the first IPv4 (else IPv6) address of
+// interface `ifname` when it is non-empty (an unknown interface throws, listing the ones present);
+// otherwise the local address of the route toward host:port (the rendezvous master, which every
+// host reaches), falling back to 127.0.0.1 when that route cannot be found.
+std::string advertised_address(const std::string& toward_host, int toward_port, const std::string& ifname);
+
 // Writes all of `data` (blocking socket; no SIGPIPE). False when the peer is gone.
 bool send_all(int fd, std::string_view data);
 // Outcome of a bounded read.

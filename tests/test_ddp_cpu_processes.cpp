@@ -1,0 +1,96 @@
+// DistributedDataParallel on the CPU backend, across processes started by tgrun: two ranks on one
+// host, and two "hosts" (two tgrun, --nnodes 2) on loopback, end with the parameters of a
+// one-process run on the whole batches, eagerly and compiled (aot_eager); a rank killed on one host
+// makes the other host's rank fail naming it.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "distributed/socket.h"
+#include "support/test_support.h"
+
+namespace {
+
+struct ProcessResult {
+  int status = -1;
+  std::string output;
+  double seconds = 0;
+};
+
+// A command started in the background (output and errors through one pipe), bounded by `timeout`.
+struct Started {
+  FILE* pipe = nullptr;
+  std::chrono::steady_clock::time_point began;
+};
+
+Started start(const std::string& command) {
+  return {popen(("timeout -s KILL 60 " + command + " 2>&1").c_str(), "r"), std::chrono::steady_clock::now()};
+}
+
+ProcessResult finish(Started s) {
+  ProcessResult r;
+  if (!s.pipe) return r;
+  std::array<char, 4096> buffer{};
+  while (fgets(buffer.data(), static_cast<int>(buffer.size()), s.pipe)) r.output += buffer.data();
+  const int status = pclose(s.pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.began).count();
+  return r;
+}
+
+const std::string kTgrun = TG_TGRUN_PATH;
+const std::string kWorker = TG_DDP_CPU_WORKER_PATH;
+
+void expect_parity(const ProcessResult& r, int world) {
+  std::printf("%s", r.output.c_str());
+  EXPECT_EQ(r.status, 0) << r.output;
+  for (int rank = 0; rank < world; ++rank) {
+    for (const char* mode : {"eager", "aot_eager"}) {
+      const std::string line = "rank " + std::to_string(rank) + " " + mode + ": max |ddp - one process on the whole batch|";
+      EXPECT_NE(r.output.find(line), std::string::npos) << "missing '" << line << "' in\n" << r.output;
+    }
+    const std::string graph = "rank " + std::to_string(rank) + " aot_eager: ";
+    EXPECT_NE(r.output.find(graph), std::string::npos) << r.output;
+  }
+  EXPECT_EQ(r.output.find("MISMATCH"), std::string::npos);
+  EXPECT_EQ(r.output.find("MISSING"), std::string::npos);
+}
+
+// Two tgrun processes on this machine posing as two hosts of one rank each, meeting on a free port.
+std::pair<Started, Started> two_hosts(const std::string& args) {
+  const std::string port = std::to_string(tg::distributed::net::find_free_port());
+  auto node = [&](int node_rank) {
+    return start(kTgrun + " --nnodes 2 --node-rank " + std::to_string(node_rank) +
+                 " --nproc-per-node 1 --master-addr 127.0.0.1 --master-port " + port + " " + kWorker + " " + args);
+  };
+  Started second = node(1);  // the second host may come first: it waits for the master
+  Started first = node(0);
+  return {first, second};
+}
+
+TEST(DdpCpuProcesses, TwoRanksOnOneHostEqualOneProcessOnTheWholeBatch) {
+  expect_parity(finish(start(kTgrun + " --nproc-per-node 2 " + kWorker + " parity")), 2);
+}
+
+TEST(DdpCpuProcesses, TwoHostsOnLoopbackEqualOneProcessOnTheWholeBatch) {
+  auto [first, second] = two_hosts("parity");
+  ProcessResult r0 = finish(first), r1 = finish(second);
+  ProcessResult both{r0.status != 0 ? r0.status : r1.status, r0.output + r1.output};
+  expect_parity(both, 2);
+}
+
+TEST(DdpCpuProcesses, RankKilledOnOneHostFailsTheOtherNamingIt) {
+  auto [first, second] = two_hosts("die 3");
+  ProcessResult r0 = finish(first), r1 = finish(second);
+  std::printf("host 0:\n%shost 1:\n%s", r0.output.c_str(), r1.output.c_str());
+  EXPECT_EQ(r1.status, 137) << r1.output;
+  EXPECT_NE(r1.output.find("tgrun: rank 1 (pid"), std::string::npos) << r1.output;
+  EXPECT_EQ(r0.status, 1) << r0.output;
+  EXPECT_NE(r0.output.find("lost rank 1"), std::string::npos) << r0.output;
+  EXPECT_LT(r0.seconds, 30.0);
+}
+
+}  // namespace
