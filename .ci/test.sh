@@ -13,7 +13,9 @@ bash examples/fetch_digits.sh || echo "digits data not fetched: the train_digits
 bash examples/fetch_fortunes.sh || echo "fortunes corpus not fetched: the train_gpt tests will skip"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build" -j "$jobs"
+rm -rf "$build/gtest-results"
 ctest --test-dir "$build" --output-on-failure -j "$jobs"
+bash tests/tools/gtest_summary.sh "$build/gtest-results"
 
 if [ "${TG_SKIP_SANITIZE:-0}" != 1 ]; then
   san="${SANITIZE_BUILD_DIR:-build-sanitize}"
@@ -24,6 +26,8 @@ if [ "${TG_SKIP_SANITIZE:-0}" != 1 ]; then
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
   # install_consumer builds a project without the sanitizer flags against this build: it runs in the
   # plain pass above.
+  rm -rf "$san/gtest-results"
   ctest --test-dir "$san" --output-on-failure -j "$jobs" -E '^install_consumer$'
+  bash tests/tools/gtest_summary.sh "$san/gtest-results"
 
 fi

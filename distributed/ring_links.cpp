@@ -130,11 +130,13 @@ void RingLinks::exchange(const CollectiveTag& tag, const void* send, size_t send
     if (ready < 0) fail(tag, std::string("failed: poll: ") + std::strerror(errno));
     if (ready == 0) {
       const bool receiving = got < recv_bytes;
-      fail(tag, "timed out after " + net::format_duration(timeout_) + (receiving ? " waiting for data from rank " + std::to_string(prev())
-                                                                                  : " waiting for rank " + std::to_string(next()) + " to take data") +
-                    " (" + std::to_string(receiving ? got : sent) + " of " + std::to_string(receiving ? recv_bytes : send_bytes) +
-                    " bytes moved): expected every rank to issue the same collectives in the same order (did rank " +
-                    std::to_string(receiving ? prev() : next()) + " die, hang, or take another path?)");
+      const std::string peer = std::to_string(receiving ? prev() : next());
+      const std::string waiting = receiving ? " waiting for data from rank " + peer : " waiting for rank " + peer + " to take data";
+      const std::string moved = std::to_string(receiving ? got : sent) + " of " +
+                                std::to_string(receiving ? recv_bytes : send_bytes) + " bytes moved";
+      fail(tag, "timed out after " + net::format_duration(timeout_) + waiting + " (" + moved +
+                    "): expected every rank to issue the same collectives in the same order (did rank " + peer +
+                    " die, hang, or take another path?)");
     }
     bool progress = false;
     if (recv_slot >= 0 && fds[recv_slot].revents != 0) {

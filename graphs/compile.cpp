@@ -3,12 +3,15 @@
 // [Compile pipeline] in docs/compile_pipeline.md.
 #include "graphs/compile.h"
 
+#include <algorithm>
 #include <atomic>
 #include <iostream>
 #include <sstream>
 
 #include "autograd/grad_mode.h"
 #include "autograd/op_node.h"
+#include "graphs/bucket_padding.h"
+#include "graphs/changing_dims.h"
 #include "graphs/capture/functional_ops.h"
 #include "graphs/capture/guards.h"
 #include "graphs/cudagraphs/cudagraph_executor.h"
@@ -48,6 +51,7 @@ struct CompiledEntry {
   std::vector<bool> written_in_graph;  // per mutated input: the forward graph writes it itself
   Graph forward_graph;                 // the partition's forward graph as executed (reinplaced)
   std::shared_ptr<UnitTangents> unit_tangents = std::make_shared<UnitTangents>();  // for loss.backward()
+  uint64_t last_use = 0;  // the State's clock at the latest call it served (for evict_lru)
 };
 
 struct CompiledFunction::State {
@@ -59,6 +63,10 @@ struct CompiledFunction::State {
   CompileCounters counters;
   bool warned_cache_limit = false;
   int id = 0;  // "function <id>" in strict capture errors and TG_LOGS=capture reports
+  uint64_t clock = 0;  // calls so far, for least-recently-used eviction
+  std::unique_ptr<BucketPlan> buckets;  // shape_buckets, validated (null without)
+  std::shared_ptr<const PaddedCall*> padded = std::make_shared<const PaddedCall*>(nullptr);  // the bucketed call running
+  ChangingDims changing_dims;  // tells once of a dim that keeps changing
 };
 
 namespace {
@@ -330,15 +338,45 @@ CompiledFunction::CompiledFunction(GraphFn fn, CompileOptions options) : state_(
            "[compile] strict_capture needs the 'cudagraphs' backend, got backend '", state_->options.backend, "'");
   static std::atomic<int> next_id{0};
   state_->id = ++next_id;
+  if (!state_->options.shape_buckets.empty()) {
+    state_->buckets = std::make_unique<BucketPlan>(state_->options.shape_buckets, state_->options.input_names);
+    state_->fn = state_->buckets->wrap(std::move(state_->fn), state_->padded);
+  }
 }
 
 TensorList CompiledFunction::call(const TensorList& args) {
   return call(CallArgs{args, input_display_names(args.size(), state_->options.input_names), {}});
 }
 
-TensorList CompiledFunction::call(const CallArgs& call) {
-  State& s = *state_;
+namespace {
+
+// Records the shapes of a call that compiles (or falls back) anew; tells once of a dim that keeps changing.
+void watch_changing_dims(CompiledFunction::State& s, const CallArgs& call) {
+  ChangingDims::Skip skip;
+  if (s.buckets)
+    skip = [&s](const std::string& name, int64_t dim, int64_t rank) { return s.buckets->bucketed(name, dim, rank); };
+  std::optional<std::string> advice = s.changing_dims.observe(call, skip);
+  if (!advice) return;
+  std::cerr << "tapegraph warning: compiled function " << s.id << ": " << *advice << "\n";
+  log_line("recompiles", *advice);
+  update_counters(&s.counters, [&](CompileCounters& c) { c.changing_dims.push_back(*advice); });
+}
+
+// Drops the least recently used entry (its graphs go once no pending backward holds them).
+void evict_least_recent(CompiledFunction::State& s) {
+  auto lru = std::min_element(s.entries.begin(), s.entries.end(),
+                              [](const auto& a, const auto& b) { return a->last_use < b->last_use; });
+  log_line("recompiles", "cache_limit reached (" + std::to_string(s.options.cache_limit) +
+                             " variants): evicting the least recently used one");
+  s.entries.erase(lru);
+  update_counters(&s.counters, [](CompileCounters& c) { ++c.evictions; });
+}
+
+// Runs one (padded) call: finds or compiles its entry and runs it. `reused` tells whether an entry
+// compiled before served it.
+TensorList run_call(CompiledFunction::State& s, const CallArgs& call, bool& reused) {
   const TensorList& args = call.tensors;
+  reused = false;
   if (s.backend == Backend::Eager) return s.fn(args);
   std::shared_ptr<CompiledEntry> entry;
   std::optional<std::string> reason;
@@ -356,7 +394,11 @@ TensorList CompiledFunction::call(const CallArgs& call) {
     }
     ++it;
   }
+  reused = entry != nullptr;
   if (!entry) {
+    watch_changing_dims(s, call);
+    const bool lru = s.options.evict_lru || s.buckets;
+    if (static_cast<int>(s.entries.size()) >= s.options.cache_limit && lru) evict_least_recent(s);
     if (static_cast<int>(s.entries.size()) >= s.options.cache_limit) {
       if (s.options.strict_capture)
         strict_capture_failure("function " + std::to_string(s.id),
@@ -380,11 +422,35 @@ TensorList CompiledFunction::call(const CallArgs& call) {
     entry = build_entry(s, call);
     s.entries.push_back(entry);
   }
+  entry->last_use = ++s.clock;
   if (entry->eager) return s.fn(args);
   update_counters(&s.counters, [](CompileCounters& c) { ++c.compiled_calls; });
   TensorList outputs = run_entry(entry, args);
   set_grad_enabled(entry->joint.grad_enabled_after);
   return outputs;
+}
+
+}  // namespace
+
+TensorList CompiledFunction::call(const CallArgs& call) {
+  State& s = *state_;
+  bool reused = false;
+  if (!s.buckets) return run_call(s, call, reused);
+  // See Note [Shape buckets]: pad, run the variant of the padded shapes, narrow the outputs back.
+  PaddedCall padded = s.buckets->pad(call);
+  struct Current {
+    std::shared_ptr<const PaddedCall*> slot;
+    const PaddedCall* previous;
+    ~Current() { *slot = previous; }
+  } current{s.padded, *s.padded};
+  *s.padded = &padded;
+  TensorList outputs = run_call(s, padded.call, reused);
+  update_counters(&s.counters, [&](CompileCounters& c) {
+    ++c.bucketed_calls;
+    c.bucket_hits += reused ? 1 : 0;
+    c.padded_calls += padded.padded ? 1 : 0;
+  });
+  return s.buckets->narrow_outputs(std::move(outputs), padded);
 }
 
 const CompileCounters& CompiledFunction::counters() const { return state_->counters; }

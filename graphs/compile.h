@@ -15,6 +15,7 @@
 #include "graphs/capture/guards.h"
 #include "graphs/capture/joint.h"
 #include "graphs/partition/partition.h"
+#include "graphs/shape_buckets.h"
 
 namespace tg {
 
@@ -22,7 +23,7 @@ namespace tg {
 struct CompileOptions {
   std::string backend = "aot_eager";    // "eager" (no graphs), "aot_eager" (interpreter) or "cudagraphs"
   std::string partitioner = "default";  // "default" or "min_cut"
-  int cache_limit = 8;                  // compiled variants per function before falling back to eager
+  int cache_limit = 8;                  // compiled variants per function before eager fallback (or eviction)
   bool fullgraph = false;               // raise on data-dependent code instead of running it eagerly
   int cudagraph_max_recordings = 8;     // recordings per segment (new static addresses) before eager
   bool fuse_epilogues = true;           // fuse linear + relu (cuBLASLt epilogue) and relu grad + bias grad
@@ -41,6 +42,14 @@ struct CompileOptions {
   // host-to-device copies of inputs and constants are allowed (Note [Strict capture]).
   bool strict_capture = false;
   std::vector<std::string> input_names; // names used in recompile reasons (default: "input N")
+  // Pads chosen dims of chosen tensor arguments up to the smallest of a few sizes, so calls whose
+  // sizes keep changing share a few compiled variants; the function reads the true extent with
+  // tg::bucket_extent / tg::bucket_mask and makes the padding inert (Note [Shape buckets] in
+  // docs/shape_buckets.md). Turns on evict_lru.
+  std::vector<ShapeBucket> shape_buckets;
+  // At cache_limit, evict the least recently used variant (freeing its graphs and CUDA graph
+  // recordings) and compile the new signature, instead of running new signatures eagerly.
+  bool evict_lru = false;
 };
 
 namespace graphs {

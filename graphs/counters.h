@@ -22,6 +22,13 @@ struct CompileCounters {
   std::map<std::string, int> backward_ops;   // op counts of the latest backward graph
   int64_t saved_bytes = 0;                   // activations saved for backward by the latest partition
   int recomputed_nodes = 0;                  // forward nodes recomputed in the latest backward graph
+  int evictions = 0;                         // variants evicted, least recently used, at cache_limit
+  std::vector<std::string> changing_dims;    // inputs' dims reported as changing size (at most one per function)
+
+  // shape_buckets
+  int bucketed_calls = 0;                    // calls of functions with shape buckets
+  int bucket_hits = 0;                       // bucketed calls served by a variant compiled before
+  int padded_calls = 0;                      // bucketed calls that padded some dim
 
   // cudagraphs backend
   int graphs_captured = 0;                   // CUDA graphs recorded (first recordings and re-records)

@@ -39,6 +39,9 @@ namespace cuda {
 void conv_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const ConvParams& p);
 void conv_backward_input(const Tensor& gy, const Tensor& w, const Tensor& gx, const ConvParams& p);
 void conv_backward_weight(const Tensor& gy, const Tensor& x, const Tensor& gw, const ConvParams& p);
+// Forgets the algorithm chosen for each shape, so the next call searches again (or reads the choice
+// from the on-disk cache): what a new process would do.
+void clear_conv_algorithms();
 }  // namespace cuda
 
 }  // namespace tg

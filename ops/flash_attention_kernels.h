@@ -48,6 +48,10 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& stats, const Tensor& bias, const Tensor& rng,
                               const FlashAttentionParams& p, const Tensor& dq, const Tensor& dk, const Tensor& dv);
 
+// Forgets the built graphs, so the next call of each shape builds again (or loads the plan from the
+// on-disk cache): what a new process would do.
+void clear_flash_attention_plans();
+
 // Writes `state` (seed, offset) into rng (int64 [2] on the device) with one tiny kernel. Inside a
 // CUDA graph being recorded, the kernel reads the replay's seed and offset shift instead, so every
 // replay draws fresh dropout masks; `blocks` Philox blocks are noted as drawn.

@@ -35,10 +35,15 @@ MempoolGuard::MempoolGuard(MempoolId pool, int device) : device_(resolve(device)
 }
 MempoolGuard::~MempoolGuard() { CachingAllocator::pop_route(); }
 
+std::pair<const void*, size_t> mempool_block_in_use(MempoolId pool, const void* begin, size_t nbytes, int device,
+                                                    const std::vector<const void*>& ignored) {
+  const char* b = static_cast<const char*>(begin);
+  return CachingAllocator::get().block_in_use(resolve(device), pool, b, b + nbytes, ignored);
+}
+
 bool mempool_range_in_use(MempoolId pool, const void* begin, size_t nbytes, int device,
                           const std::vector<const void*>& ignored) {
-  const char* b = static_cast<const char*>(begin);
-  return CachingAllocator::get().range_in_use(resolve(device), pool, b, b + nbytes, ignored);
+  return mempool_block_in_use(pool, begin, nbytes, device, ignored).first != nullptr;
 }
 
 std::shared_ptr<void> mempool_claim(MempoolId pool, void* ptr, size_t nbytes, int device) {
@@ -66,6 +71,9 @@ MempoolGuard::MempoolGuard(MempoolId pool, int device) : device_(device), pool_(
 MempoolGuard::~MempoolGuard() = default;
 
 bool mempool_range_in_use(MempoolId, const void*, size_t, int, const std::vector<const void*>&) { return false; }
+std::pair<const void*, size_t> mempool_block_in_use(MempoolId, const void*, size_t, int, const std::vector<const void*>&) {
+  return {nullptr, 0};
+}
 std::shared_ptr<void> mempool_claim(MempoolId, void*, size_t, int) { return nullptr; }
 
 AllocationLog::AllocationLog() = default;

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace tg::cuda {
@@ -64,6 +65,9 @@ class MempoolGuard {
 // [begin, begin + nbytes), not counting blocks that start at an address in `ignored`.
 bool mempool_range_in_use(MempoolId pool, const void* begin, size_t nbytes, int device = -1,
                           const std::vector<const void*>& ignored = {});
+// The first such block, as {address, size}; {nullptr, 0} when none (for diagnostics).
+std::pair<const void*, size_t> mempool_block_in_use(MempoolId pool, const void* begin, size_t nbytes, int device = -1,
+                                                    const std::vector<const void*>& ignored = {});
 // Hands out exactly [ptr, ptr + nbytes) of private `pool` again, when all of it is free (the output
 // buffer of a recorded CUDA graph whose tensors all died). Returns the owner of that memory, which
 // gives it back when destroyed, or null when any of it is in use.

@@ -3,11 +3,13 @@
 #include "graphs/cudagraphs/graph_recorder.h"
 
 #include "graphs/cudagraphs/graph_retarget.h"
+#include "graphs/logs.h"
 
 #ifdef TG_WITH_CUDA
 #include <cuda_runtime.h>
 
 #include <mutex>
+#include <sstream>
 
 #include "ops/copy.h"
 #include "ops/cuda/blas.h"
@@ -96,7 +98,9 @@ class CudaRecorder final : public GraphRecorder {
   cuda::MempoolId pool() const { return pool_; }
 
   std::shared_ptr<void> reclaim(const MemoryRange& range) override {
-    return cuda::mempool_claim(pool_, reinterpret_cast<void*>(range.begin), range.end - range.begin, device_.index);
+    auto memory = cuda::mempool_claim(pool_, reinterpret_cast<void*>(range.begin), range.end - range.begin, device_.index);
+    if (!memory) report_block_in_use("the output buffer", range, {});
+    return memory;
   }
 
   void warm_up(const std::function<void()>& fn) override {
@@ -108,13 +112,25 @@ class CudaRecorder final : public GraphRecorder {
 
   bool in_use(const std::vector<MemoryRange>& ranges, const std::vector<const void*>& own) override {
     for (const MemoryRange& r : ranges)
-      if (cuda::mempool_range_in_use(pool_, reinterpret_cast<const void*>(r.begin), r.end - r.begin, device_.index,
-                                     own))
-        return true;
+      if (report_block_in_use("the scratch memory", r, own)) return true;
     return false;
   }
 
   bool replays_by_address() const override { return true; }
+
+  // True when a block of the pool overlapping `range` is in use (and not in `own`); TG_LOGS=cudagraphs
+  // names the block, for finding what holds memory a replay writes.
+  bool report_block_in_use(const char* what, const MemoryRange& range, const std::vector<const void*>& own) const {
+    const auto [block, size] = cuda::mempool_block_in_use(pool_, reinterpret_cast<const void*>(range.begin),
+                                                          range.end - range.begin, device_.index, own);
+    if (block && log_enabled("cudagraphs")) {
+      std::ostringstream line;
+      line << what << " [" << reinterpret_cast<const void*>(range.begin) << ", +" << range.end - range.begin
+           << ") of a replay overlaps a block of " << size << " bytes at " << block << " that is in use";
+      log_line("cudagraphs", line.str());
+    }
+    return block != nullptr;
+  }
 
   // The branch stream's cuBLAS handle and workspace (32 MiB) exist only where a recording uses it.
   void prepare_branches() override { cuda::prepare_cublas_handles(device_.index); }

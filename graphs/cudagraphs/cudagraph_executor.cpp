@@ -16,14 +16,17 @@
 
 namespace tg::graphs {
 
-// Where one segment output of an instance lives: in one of the instance's output buffers, or in a
-// tensor the instance does not own (a static input passed through).
+// Where one segment output of an instance lives: in one of the instance's output buffers, in a
+// tensor the instance does not own (a static input passed through), or nowhere (an output of no
+// bytes, made afresh at each replay).
 struct CudaGraphExecutor::OutputSlot {
   int buffer = -1;     // index into Instance::buffers, or -1
-  Tensor passthrough;  // the tensor itself when buffer is -1
+  Tensor passthrough;  // the tensor itself when buffer is -1 and the output has memory
+  bool no_memory = false;
   Shape sizes, strides;
   int64_t offset = 0;
   DType dtype = kFloat32;
+  Device device;
 };
 
 // One recording of a segment: its graph, the buffers it reads and the memory it writes.
@@ -320,8 +323,20 @@ CudaGraphExecutor::Instance* CudaGraphExecutor::update_instance(SegmentState& st
       inst.static_addresses[i] = address_of(inst.input_buffers[i]);
     }
     count(&CompileCounters::graph_updates);
-    log_line("cudagraphs", label_ + " graph: segment " + std::to_string(s) + ": updated the recorded graph for " +
-                               std::to_string(moves.size()) + " moved static input(s)");
+    if (log_enabled("cudagraphs")) {
+      std::string names;
+      for (size_t k = 0; k < moved.size() && k < 4; ++k) {
+        const Tensor& t = env[static_cast<size_t>(seg.inputs[moved[k]])];
+        std::ostringstream one;
+        one << (k ? ", %" : " (%") << graph_.values[static_cast<size_t>(seg.inputs[moved[k]])].name << " "
+            << dtype_name(t.dtype()) << shape_str(t.sizes()) << " from " << moves[k].from.begin << " to "
+            << address_of(t);
+        names += one.str();
+      }
+      if (!names.empty()) names += moved.size() > 4 ? ", ...)" : ")";
+      log_line("cudagraphs", label_ + " graph: segment " + std::to_string(s) + ": updated the recorded graph for " +
+                                 std::to_string(moves.size()) + " moved static input(s)" + names);
+    }
     overwritten = std::move(*victims);
     return &inst;
   }
@@ -490,6 +505,17 @@ CudaGraphExecutor::Instance* CudaGraphExecutor::record(SegmentState& state, cons
       continue;
     }
     const Storage& storage = t.impl()->storage();
+    if (storage->nbytes() == 0) {
+      // Nothing to claim or overwrite (an empty saved tensor, such as the random state of attention
+      // without dropout): the replay hands out a new empty tensor.
+      slot.no_memory = true;
+      slot.sizes = t.sizes();
+      slot.strides = t.strides();
+      slot.dtype = t.dtype();
+      slot.device = t.device();
+      inst->outputs.push_back(std::move(slot));
+      continue;
+    }
     auto [it, fresh] = buffer_of.emplace(storage.get(), static_cast<int>(inst->buffers.size()));
     if (fresh) {
       auto buffer = std::make_shared<OutputBuffer>();
@@ -534,7 +560,9 @@ void CudaGraphExecutor::replay(Instance& inst, const std::vector<std::shared_ptr
   for (size_t j = 0; j < seg.outputs.size(); ++j) {
     const OutputSlot& slot = inst.outputs[j];
     Tensor& out = env[static_cast<size_t>(seg.outputs[j])];
-    if (slot.buffer < 0) {
+    if (slot.no_memory) {
+      out = empty_strided(slot.sizes, slot.strides, {.dtype = slot.dtype, .device = slot.device});
+    } else if (slot.buffer < 0) {
       out = slot.passthrough;
     } else {
       out = Tensor(std::make_shared<TensorImpl>(storages[static_cast<size_t>(slot.buffer)], slot.sizes, slot.strides,

@@ -64,5 +64,8 @@ inline bool gemm_lt(const Gemm& g, const void* bias, bool relu = false) {
 // Turns the timing of cuBLASLt's candidate algorithms on (the default) or off (the heuristic's first
 // choice, the same in every process). Shapes already seen keep their choice.
 void set_gemm_autotuning(bool enabled);
+// Forgets every shape's cuBLASLt plan, so the next product of each plans again (from the on-disk
+// cache where it holds the shape's choice): what a new process would do.
+void clear_gemm_lt_plans();
 
 }  // namespace tg::cuda

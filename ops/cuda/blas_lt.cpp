@@ -5,20 +5,26 @@
 // products of training steps the heuristic's first choice is often a split-K kernel plus a reduction
 // kernel, two launches where one smaller-tiled kernel takes half the time. Each of the heuristic's
 // candidates runs on the call's own operands (outside graph capture, once per shape) and the fastest
-// is kept; set_gemm_autotuning(false) keeps the heuristic's first choice instead.
+// is kept; set_gemm_autotuning(false) keeps the heuristic's first choice instead. The choice is kept
+// on disk too, so later processes skip the query and the timing (see Note [Warm start]).
 #include <cublasLt.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "ops/cuda/blas.h"
 #include "ops/cuda/cublas_check.h"
+#include "ops/cuda/device_cache_key.h"
+#include "ops/disk_cache.h"
 #include "ops/precision.h"
 #include "tensor/cuda/caching_allocator.h"
 #include "tensor/cuda/cuda_check.h"
@@ -58,7 +64,8 @@ struct Plan {
   std::vector<cublasLtMatmulAlgo_t> candidates;
   cublasLtMatmulAlgo_t algo{};
   bool ok = false;
-  bool tuned = false;  // algo is the fastest candidate (else the heuristic's first)
+  bool tuned = false;     // algo is the fastest candidate (else the heuristic's first)
+  std::string disk_key;  // the plan's on-disk cache key
 };
 
 constexpr size_t kMaxPlans = 4096;  // shapes seen by a training loop are few; this bounds a sweep
@@ -120,6 +127,48 @@ bool writes_bias_grad(LtEpilogue e) {
   return e == LtEpilogue::ReluGrad || e == LtEpilogue::RowSumsOfA;
 }
 
+// Everything the choice depends on, for the on-disk cache: the device, cuBLASLt's version, the key's
+// fields but the device index, the workspace and whether candidates are timed.
+std::string disk_key(const PlanKey& k, size_t workspace_bytes) {
+  std::string s = device_cache_key(k.device) + "\ncublasLt " + std::to_string(cublasLtGetVersion()) + "\nworkspace " +
+                  std::to_string(workspace_bytes) + " autotune " + std::to_string(int(g_autotune.load())) + " of " +
+                  std::to_string(kCandidates) + "\n" + std::string(dtype_name(k.dtype));
+  for (int64_t v : {int64_t(k.trans_a), int64_t(k.trans_b), int64_t(k.bias), int64_t(k.tf32), int64_t(k.epilogue), k.m,
+                    k.n, k.k, k.lda, k.ldb, k.ldc, k.aux_ld, int64_t(k.align_a), int64_t(k.align_b), int64_t(k.align_c)})
+    s.append(" ").append(std::to_string(v));
+  return s;
+}
+
+// The algorithm an earlier process chose for p's product, if cuBLASLt still accepts it for p.
+bool load_choice(cublasLtHandle_t lt, Plan& p, size_t workspace_bytes) {
+  const std::optional<std::string> saved = disk_cache_load("cublaslt", p.disk_key);
+  if (!saved) return false;
+  cublasLtMatmulAlgo_t algo{};
+  cublasLtMatmulHeuristicResult_t check{};
+  const char* why = nullptr;
+  if (saved->size() != sizeof algo) {
+    why = "not an algorithm";
+  } else {
+    std::memcpy(&algo, saved->data(), sizeof algo);
+    if (cublasLtMatmulAlgoCheck(lt, p.desc, p.a, p.b, p.c, p.c, &algo, &check) != CUBLAS_STATUS_SUCCESS)
+      why = "cuBLASLt does not accept it for this product";
+    else if (check.workspaceSize > workspace_bytes)
+      why = "it needs more workspace than there is";
+  }
+  if (why != nullptr) {
+    disk_cache_reject("cublaslt", p.disk_key, why);
+    return false;
+  }
+  p.candidates = {algo};
+  p.algo = algo;
+  p.ok = p.tuned = true;
+  return true;
+}
+
+void save_choice(const Plan& p) {
+  disk_cache_store("cublaslt", p.disk_key, std::string(reinterpret_cast<const char*>(&p.algo), sizeof p.algo));
+}
+
 // Column-major view of the row-major product (see gemm in blas.cpp): D[m, n] = op(b) @ op(a), with
 // cuBLASLt's first operand our b and its second our a; the bias runs along D's m rows.
 Plan make_plan(cublasLtHandle_t lt, const PlanKey& key, size_t workspace_bytes) {
@@ -142,6 +191,8 @@ Plan make_plan(cublasLtHandle_t lt, const PlanKey& key, size_t workspace_bytes) 
   TG_CUBLAS_CHECK(key.trans_a ? cublasLtMatrixLayoutCreate(&p.b, type, n, k, key.lda)
                               : cublasLtMatrixLayoutCreate(&p.b, type, k, n, key.lda));
   TG_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, type, m, n, key.ldc));
+  p.disk_key = disk_key(key, workspace_bytes);
+  if (load_choice(lt, p, workspace_bytes)) return p;
 
   cublasLtMatmulPreference_t pref = nullptr;
   TG_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -197,6 +248,11 @@ Extent extent(const void* data, int64_t rows, int64_t ld, int64_t esize) {
 Extent extent_a(const Gemm& g) { return extent(g.a.data, g.a.trans ? g.k : g.n, g.a.ld, dtype_size(g.dtype)); }
 Extent extent_b(const Gemm& g) { return extent(g.b.data, g.b.trans ? g.m : g.k, g.b.ld, dtype_size(g.dtype)); }
 Extent extent_out(const Gemm& g) { return extent(g.out, g.n, g.ldc, dtype_size(g.dtype)); }
+// Whether g's output shares memory with an operand (then no candidate can be tried on g itself).
+bool out_overlaps_input(const Gemm& g) {
+  const Extent out = extent_out(g);
+  return out.overlaps(extent_a(g)) || out.overlaps(extent_b(g));
+}
 
 // True when every one of the first `count` values at `host` (of `dtype`) is NaN.
 bool all_nan(const std::vector<char>& host, DType dtype, int64_t count) {
@@ -245,16 +301,15 @@ void keep_nan_propagating(cublasLtHandle_t lt, Plan& p, const Gemm& g, void* wor
 void tune(cublasLtHandle_t lt, Plan& p, const Gemm& g, LtEpilogue e, void* workspace) {
   if (current_stream_capturing()) return;
   p.tuned = true;
-  const Extent out = extent_out(g);
-  const bool out_overlaps_input = out.overlaps(extent_a(g)) || out.overlaps(extent_b(g));
+  const bool overlap = out_overlaps_input(g);
   if (e == LtEpilogue::Relu || e == LtEpilogue::ReluMask) {
-    if (out_overlaps_input) {
+    if (overlap) {
       p.ok = false;
       return;
     }
     keep_nan_propagating(lt, p, g, workspace);
   }
-  if (!p.ok || p.candidates.size() < 2 || !g_autotune.load() || out_overlaps_input) return;
+  if (!p.ok || p.candidates.size() < 2 || !g_autotune.load() || overlap) return;
   cudaEvent_t start = nullptr, stop = nullptr;
   TG_CUDA_CHECK(cudaEventCreate(&start));
   TG_CUDA_CHECK(cudaEventCreate(&stop));
@@ -279,6 +334,12 @@ void tune(cublasLtHandle_t lt, Plan& p, const Gemm& g, LtEpilogue e, void* works
 }  // namespace
 
 void set_gemm_autotuning(bool enabled) { g_autotune.store(enabled); }
+
+void clear_gemm_lt_plans() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  for (auto& [k, plan] : g_plans) destroy(plan);
+  g_plans.clear();
+}
 
 bool gemm_lt(const Gemm& g, const LtArgs& args) {
   if (g.batch != 1 || g.beta != 0.0 || !is_floating(g.dtype)) return false;
@@ -319,7 +380,11 @@ bool gemm_lt(const Gemm& g, const LtArgs& args) {
   if (!plan.ok) return false;
   if (bias != nullptr) set_attr(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   if (has_aux(e)) set_attr(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, args.aux);
-  if (!plan.tuned) tune(lt, plan, g, e, workspace);
+  if (!plan.tuned) {
+    tune(lt, plan, g, e, workspace);
+    // A choice made on g's own operands is the shape's for good: later processes read it back.
+    if (plan.tuned && plan.ok && !out_overlaps_input(g)) save_choice(plan);
+  }
   if (!plan.ok) return false;
   const cublasStatus_t st = run(lt, plan, plan.algo, g, workspace);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) {

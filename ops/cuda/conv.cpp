@@ -4,11 +4,14 @@
 // algorithm asks for, up to 256 MiB) on the first call outside a capture, or from cuDNN's heuristics
 // (host-only queries) when the first call is captured. Workspaces are tensors
 // from the caching allocator, so capture sees no hidden allocation. Math is FMA-only (no TF32),
-// matching PyTorch with allow_tf32 off.
+// matching PyTorch with allow_tf32 off. Timed choices are kept on disk too, so later processes skip
+// the search (see Note [Warm start]).
 #include <cudnn.h>
 
 #include <algorithm>
+#include <cstring>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <unordered_map>
@@ -16,6 +19,8 @@
 
 #include "ops/conv_kernels.h"
 #include "ops/cuda/cudnn_context.h"
+#include "ops/cuda/device_cache_key.h"
+#include "ops/disk_cache.h"
 #include "ops/factory.h"
 #include "ops/precision.h"
 #include "tensor/cuda/cuda_check.h"
@@ -88,7 +93,7 @@ struct Descriptors {
   Descriptors& operator=(const Descriptors&) = delete;
 };
 
-// An algorithm and its workspace bytes, as cached per (direction, shapes, params, dtype, device).
+// An algorithm and its workspace bytes, as cached per (device, direction, shapes, params, dtype).
 struct Choice {
   int algo = 0;
   size_t workspace = 0;
@@ -97,11 +102,10 @@ struct Choice {
 std::mutex g_cache_mutex;
 std::unordered_map<std::string, Choice> g_cache;
 
-std::string cache_key(const char* direction, const Shape& xs, const Shape& ws, DType dtype, int device,
-                      const ConvParams& p) {
+std::string cache_key(const char* direction, const Shape& xs, const Shape& ws, DType dtype, const ConvParams& p) {
   std::ostringstream k;
-  k << direction << '|' << shape_str(xs) << '|' << shape_str(ws) << '|' << dtype_name(dtype) << '|' << device << '|'
-    << p.str() << (tensor_cores_allowed(dtype) ? "|tc" : "");
+  k << direction << '|' << shape_str(xs) << '|' << shape_str(ws) << '|' << dtype_name(dtype) << '|' << p.str()
+    << (tensor_cores_allowed(dtype) ? "|tc" : "");
   return k.str();
 }
 
@@ -185,18 +189,44 @@ Choice pick(const char* what, bool tensor_cores, const std::vector<Choice>& heur
   return heuristic.front();
 }
 
-// The cached choice for `key`, computed by `pick` on first use.
+// The on-disk cache key of the choice under `key` on `device`: the device and cuDNN's version.
+std::string disk_key(const std::string& key, int device) {
+  return device_cache_key(device) + "\ncuDNN " + std::to_string(cudnnGetVersion()) + "\n" + key;
+}
+
+// The choice an earlier process made for `key`, from the on-disk cache.
+std::optional<Choice> load_choice(const std::string& key) {
+  const std::optional<std::string> saved = disk_cache_load("cudnn_conv", key);
+  if (!saved) return std::nullopt;
+  int64_t fields[2] = {-1, 0};  // the algorithm, its workspace bytes
+  if (saved->size() == sizeof fields) std::memcpy(fields, saved->data(), sizeof fields);
+  if (fields[0] >= 0 && fields[0] < 64 && fields[1] >= 0)
+    return Choice{static_cast<int>(fields[0]), static_cast<size_t>(fields[1])};
+  disk_cache_reject("cudnn_conv", key, "not an algorithm choice");
+  return std::nullopt;
+}
+
+// The cached choice for `key` on `device`, read from disk or computed by `pick` on first use.
 template <typename Pick>
-Choice cached(const std::string& key, Pick pick) {
+Choice cached(const std::string& shape_key, int device, Pick pick) {
+  const std::string key = std::to_string(device) + "|" + shape_key;
   {
     std::lock_guard<std::mutex> lock(g_cache_mutex);
     auto it = g_cache.find(key);
     if (it != g_cache.end()) return it->second;
   }
-  const Choice c = pick();
+  const std::string on_disk = disk_key(shape_key, device);
+  std::optional<Choice> c = load_choice(on_disk);
+  if (!c) {
+    // Under capture `pick` takes the heuristics' first choice: this process's, not one to keep.
+    const bool timed = !current_stream_capturing();
+    c = pick();
+    const int64_t fields[2] = {c->algo, static_cast<int64_t>(c->workspace)};
+    if (timed) disk_cache_store("cudnn_conv", on_disk, std::string(reinterpret_cast<const char*>(fields), sizeof fields));
+  }
   std::lock_guard<std::mutex> lock(g_cache_mutex);
-  g_cache.emplace(key, c);
-  return c;
+  g_cache.emplace(key, *c);
+  return *c;
 }
 
 // A workspace of `bytes` from the caching allocator (kept alive by the returned tensor).
@@ -224,6 +254,11 @@ void check_packed(const Tensor& t) {
 
 }  // namespace
 
+void clear_conv_algorithms() {
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  g_cache.clear();
+}
+
 void conv_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const ConvParams& p) {
   check_packed(x);
   check_packed(w);
@@ -231,7 +266,7 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Te
   DeviceGuard guard(dev);
   cudnnHandle_t h = cudnn_handle(dev);
   Descriptors d(x.sizes(), w.sizes(), y.sizes(), x.dtype(), p);
-  const Choice c = cached(cache_key("fwd", x.sizes(), w.sizes(), x.dtype(), dev, p), [&] {
+  const Choice c = cached(cache_key("fwd", x.sizes(), w.sizes(), x.dtype(), p), dev, [&] {
     int count = 0;
     TG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count));
     auto size_of = [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
@@ -281,7 +316,7 @@ void conv_backward_input(const Tensor& gy, const Tensor& w, const Tensor& gx, co
   DeviceGuard guard(dev);
   cudnnHandle_t h = cudnn_handle(dev);
   Descriptors d(gx.sizes(), w.sizes(), gy.sizes(), gy.dtype(), p);
-  const Choice c = cached(cache_key("bwd_data", gx.sizes(), w.sizes(), gy.dtype(), dev, p), [&] {
+  const Choice c = cached(cache_key("bwd_data", gx.sizes(), w.sizes(), gy.dtype(), p), dev, [&] {
     int count = 0;
     TG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
     auto size_of = [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
@@ -319,7 +354,7 @@ void conv_backward_weight(const Tensor& gy, const Tensor& x, const Tensor& gw, c
   }
   cudnnHandle_t h = cudnn_handle(dev);
   Descriptors d(x.sizes(), gw.sizes(), gy.sizes(), gy.dtype(), p);
-  const Choice c = cached(cache_key("bwd_filter", x.sizes(), gw.sizes(), gy.dtype(), dev, p), [&] {
+  const Choice c = cached(cache_key("bwd_filter", x.sizes(), gw.sizes(), gy.dtype(), p), dev, [&] {
     int count = 0;
     TG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
     auto size_of = [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {

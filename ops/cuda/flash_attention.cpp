@@ -2,19 +2,26 @@
 // cudnn-frontend's graph API. A graph is built once per (shapes, strides, dtype, mask kind, scale,
 // device) and cached with its workspace size, so repeated calls, and calls under CUDA graph
 // capture, only execute: the workspace is a tensor from the caching allocator (so a capture sees
-// no hidden allocation) and nothing waits on the host.
+// no hidden allocation) and nothing waits on the host. Built plans that cuDNN can serialize are kept
+// on disk too, so later processes load them instead of building (see Note [Warm start]).
 #include <cudnn.h>
 
+#include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <cudnn_frontend.h>
 
 #include "ops/cuda/cudnn_context.h"
+#include "ops/cuda/device_cache_key.h"
+#include "ops/disk_cache.h"
 #include "ops/factory.h"
 #include "ops/flash_attention_kernels.h"
 #include "tensor/cuda/cuda_check.h"
@@ -71,7 +78,7 @@ std::string cache_key(const char* direction, const TensorMeta& q, const TensorMe
   float scale = static_cast<float>(p.scale);
   uint32_t bits = 0;
   std::memcpy(&bits, &scale, sizeof bits);
-  s << direction << '|' << q.device.index << '|' << dtype_name(q.dtype) << '|' << (p.causal ? "causal" : "full")
+  s << direction << '|' << dtype_name(q.dtype) << '|' << (p.causal ? "causal" : "full")
     << '|' << bits << '|' << p.dropout_p << '|';
   key_part(s, q);
   key_part(s, k);
@@ -80,9 +87,50 @@ std::string cache_key(const char* direction, const TensorMeta& q, const TensorMe
   return s.str();
 }
 
-// The cached graph under `key`, built by `make` on first use.
+// The on-disk cache key of the graph under `key` on `device`: the device and the cuDNN versions.
+std::string disk_key(const std::string& key, int device) {
+  return device_cache_key(device) + "\ncuDNN " + std::to_string(cudnnGetVersion()) + ", frontend " +
+         std::to_string(CUDNN_FRONTEND_VERSION) + "\n" + key;
+}
+
+// Fills b from the plan an earlier process serialized, if there is one and cuDNN loads it.
+bool load_plan(Built& b, cudnnHandle_t handle, const std::string& key) {
+  const std::optional<std::string> saved = disk_cache_load("cudnn_sdpa", key);
+  if (!saved) return false;
+  auto graph = std::make_shared<fe::graph::Graph>();
+  std::string why;
+  try {
+    fe::error_t e = graph->deserialize(handle, std::vector<uint8_t>(saved->begin(), saved->end()));
+    if (e.is_good()) e = graph->get_workspace_size(b.workspace);
+    if (!e.is_good()) why = "cuDNN could not load it: " + e.get_message();
+  } catch (const std::exception& e) {  // the frontend's JSON reader throws on what it cannot parse
+    why = std::string("cuDNN could not load it: ") + e.what();
+  }
+  if (!why.empty()) {
+    // A failed load may leave the handle on the stream of the frontend's trial capture.
+    (void)cudnnSetStream(handle, current_stream());
+    disk_cache_reject("cudnn_sdpa", key, why);
+    return false;
+  }
+  b.graph = std::move(graph);
+  return true;
+}
+
+// Stores b's plan where cuDNN can serialize it (runtime-compiled engines; others build every time).
+void save_plan(const Built& b, const std::string& key) {
+  std::vector<uint8_t> data;
+  try {
+    if (!b.graph->serialize(data).is_good()) return;
+  } catch (const std::exception&) {
+    return;
+  }
+  disk_cache_store("cudnn_sdpa", key, std::string(data.begin(), data.end()));
+}
+
+// The cached graph under `key` on `device`, built by `make` on first use (or loaded from disk).
 template <typename Make>
-std::shared_ptr<const Built> cached(const std::string& key, int device, Make make) {
+std::shared_ptr<const Built> cached(const std::string& shape_key, int device, Make make) {
+  const std::string key = std::to_string(device) + "|" + shape_key;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     auto it = g_cache.find(key);
@@ -93,6 +141,11 @@ std::shared_ptr<const Built> cached(const std::string& key, int device, Make mak
   DeviceGuard guard(device);
   cudnnHandle_t handle = cudnn_handle(device);
   auto b = std::make_shared<Built>();
+  const std::string on_disk = disk_key(shape_key, device);
+  if (load_plan(*b, handle, on_disk)) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    return g_cache.emplace(key, std::move(b)).first->second;
+  }
   b->graph = std::make_shared<fe::graph::Graph>();
   make(*b->graph);
   auto step = [&](fe::error_t e, const char* what) {
@@ -104,6 +157,7 @@ std::shared_ptr<const Built> cached(const std::string& key, int device, Make mak
          step(b->graph->check_support(handle), "support") && step(b->graph->build_plans(handle), "build plans") &&
          step(b->graph->get_workspace_size(b->workspace), "workspace size"));
   if (!b->error.empty()) b->graph.reset();
+  else save_plan(*b, on_disk);
   std::lock_guard<std::mutex> lock(g_mutex);
   return g_cache.emplace(key, std::move(b)).first->second;
 }
@@ -212,6 +266,11 @@ void add_rng(std::unordered_map<int64_t, void*>& pack, const Tensor& rng, const 
 }
 
 }  // namespace
+
+void clear_flash_attention_plans() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_cache.clear();
+}
 
 bool flash_attention_supported(const TensorMeta& q, const TensorMeta& k, const TensorMeta& v, const TensorMeta* bias,
                                const FlashAttentionParams& p, bool backward, std::string* why) {

@@ -2,9 +2,12 @@
 
 #include <nvrtc.h>
 
+#include <cstring>
 #include <iterator>
+#include <optional>
 #include <sstream>
 
+#include "ops/disk_cache.h"
 #include "tensor/check.h"
 
 namespace tg::cuda {
@@ -41,17 +44,55 @@ std::string program_log(nvrtcProgram program) {
   return log;
 }
 
+// What a compilation depends on besides its source: NVRTC's version and the options.
+std::string cache_key(const std::string& source, const char* const* options, size_t count) {
+  int major = 0, minor = 0;
+  TG_NVRTC_CHECK(nvrtcVersion(&major, &minor));
+  std::string key = "nvrtc " + std::to_string(major) + "." + std::to_string(minor) + "\n";
+  for (size_t i = 0; i < count; ++i) key += std::string(options[i]) + "\n";
+  return key + source;
+}
+
+// The payload: whether the image is a cubin, the log's size, the log, the image.
+std::string encode(const CompiledImage& image) {
+  const uint64_t log_size = image.log.size();
+  std::string bytes(1, image.cubin ? '\1' : '\0');
+  bytes.append(reinterpret_cast<const char*>(&log_size), sizeof log_size);
+  return bytes + image.log + image.image;
+}
+
+// The image in `bytes`, or nothing when they do not hold one of the kind `cubin` asks for.
+std::optional<CompiledImage> decode(const std::string& bytes, bool cubin) {
+  uint64_t log_size = 0;
+  if (bytes.size() < 1 + sizeof log_size) return std::nullopt;
+  std::memcpy(&log_size, bytes.data() + 1, sizeof log_size);
+  const size_t start = 1 + sizeof log_size;
+  if (log_size > bytes.size() - start || bytes.size() - start - log_size == 0) return std::nullopt;
+  if ((bytes[0] != '\0') != cubin) return std::nullopt;
+  CompiledImage image;
+  image.cubin = cubin;
+  image.log = bytes.substr(start, log_size);
+  image.image = bytes.substr(start + log_size);
+  return image;
+}
+
 }  // namespace
 
 CompiledImage nvrtc_compile(const std::string& source, const std::string& arch) {
-  ProgramHolder holder;
-  TG_NVRTC_CHECK(nvrtcCreateProgram(&holder.program, source.c_str(), "fused_elementwise.cu", 0, nullptr, nullptr));
   const std::string arch_option = "--gpu-architecture=" + arch;
   // No fast math: the generated kernels call the same device math functions as the eager kernels.
   // No contraction either: each op of a chain rounds its result before the next reads it, as it does
   // between eager kernels; a multiply-add contracted across two ops keeps the product unrounded, and
   // a difference of two equal products (a gradient that cancels exactly) came out nonzero.
   const char* options[] = {arch_option.c_str(), "--std=c++17", "--fmad=false"};
+  // A process that compiled this source before left its image on disk (see Note [Warm start]).
+  const std::string key = cache_key(source, options, std::size(options));
+  if (std::optional<std::string> cached = disk_cache_load("nvrtc", key)) {
+    if (std::optional<CompiledImage> image = decode(*cached, arch.rfind("sm_", 0) == 0)) return *image;
+    disk_cache_reject("nvrtc", key, "not a compiled image");
+  }
+  ProgramHolder holder;
+  TG_NVRTC_CHECK(nvrtcCreateProgram(&holder.program, source.c_str(), "fused_elementwise.cu", 0, nullptr, nullptr));
   const nvrtcResult compiled = nvrtcCompileProgram(holder.program, static_cast<int>(std::size(options)), options);
   CompiledImage result;
   result.log = program_log(holder.program);
@@ -68,6 +109,7 @@ CompiledImage nvrtc_compile(const std::string& source, const std::string& arch) 
     result.image.resize(size);  // includes the terminating NUL the driver expects
     TG_NVRTC_CHECK(nvrtcGetPTX(holder.program, result.image.data()));
   }
+  disk_cache_store("nvrtc", key, encode(result));
   return result;
 }
 

@@ -336,11 +336,12 @@ void CachingAllocator::set_log(std::vector<AllocationRecord>* log) { t_log = log
 
 void CachingAllocator::hold_frees(std::vector<void*>* held) { t_held = held; }
 
-bool CachingAllocator::range_in_use(int device, MempoolId pool_id, const char* begin, const char* end,
-                                    const std::vector<const void*>& ignored) const {
+std::pair<const void*, size_t> CachingAllocator::block_in_use(int device, MempoolId pool_id, const char* begin,
+                                                              const char* end,
+                                                              const std::vector<const void*>& ignored) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const Pool* found = find_pool(device, pool_id);
-  if (!found) return false;
+  if (!found) return {nullptr, 0};
   const Pool& pool = *found;
   TG_CHECK(pool.tracks_addresses, "[cuda allocator] range queries need a private pool, got pool ", pool_id);
   auto it = pool.by_address.upper_bound(begin);
@@ -349,9 +350,9 @@ bool CachingAllocator::range_in_use(int device, MempoolId pool_id, const char* b
     const Block* b = it->second;
     if (b->allocated && b->ptr + b->size > begin &&
         std::find(ignored.begin(), ignored.end(), static_cast<const void*>(b->ptr)) == ignored.end())
-      return true;
+      return {b->ptr, b->size};
   }
-  return false;
+  return {nullptr, 0};
 }
 
 bool CachingAllocator::claim(int device, MempoolId pool_id, void* ptr, size_t nbytes) {

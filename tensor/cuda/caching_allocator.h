@@ -57,9 +57,10 @@ class CachingAllocator final : public Allocator {
   MempoolId create_pool();
   // Marks `pool` released and frees its whole cached segments; its live blocks stay valid.
   void release_pool(MempoolId pool);
-  // True when a block handed out from private `pool` on `device` overlaps [begin, end).
-  bool range_in_use(int device, MempoolId pool, const char* begin, const char* end,
-                    const std::vector<const void*>& ignored = {}) const;
+  // The first block handed out from private `pool` on `device` that overlaps [begin, end) and does
+  // not start at an address in `ignored`, as {address, size}; {nullptr, 0} when there is none.
+  std::pair<const void*, size_t> block_in_use(int device, MempoolId pool, const char* begin, const char* end,
+                                              const std::vector<const void*>& ignored = {}) const;
   // Hands out exactly [ptr, ptr + nbytes) of private `pool` again when all of it is free, splitting
   // the free block around it (freed with deallocate(ptr)); false when any of it is in use.
   bool claim(int device, MempoolId pool, void* ptr, size_t nbytes);
