@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "autograd/grad_mode.h"
 #include "graphs/runtime/cudagraph_step.h"
 #include "ops/dispatch.h"
 #include "ops/factory.h"
@@ -38,8 +39,9 @@ Tensor pad_dim(const Tensor& t, int64_t dim, int64_t amount, double value) {
 
 }  // namespace
 
-BucketPlan::BucketPlan(std::vector<ShapeBucket> buckets, const std::vector<std::string>& input_names)
-    : buckets_(std::move(buckets)) {
+BucketPlan::BucketPlan(std::vector<ShapeBucket> buckets, const std::vector<std::string>& input_names,
+                       bool fixed_buffers)
+    : buckets_(std::move(buckets)), fixed_buffers_(fixed_buffers) {
   std::vector<std::pair<std::string, int64_t>> seen;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const ShapeBucket& k = buckets_[b];
@@ -115,7 +117,10 @@ PaddedCall BucketPlan::pad(const CallArgs& call) const {
     const int64_t size = *size_it;
     for (size_t j = 0; j < where.size(); ++j) {
       Tensor& t = out.call.tensors[where[j].first];
-      if (size > extent) {
+      if (fixed_buffers_ && !t.requires_grad()) {
+        t = pad_into_buffer(t, b, where[j].first, where[j].second, size, k.dims[j].pad_value);
+        out.padded = out.padded || size > extent;
+      } else if (size > extent) {
         t = pad_dim(t, where[j].second, size - extent, k.dims[j].pad_value);
         out.padded = true;
       } else if (is_static_address(t)) {
@@ -134,6 +139,29 @@ PaddedCall BucketPlan::pad(const CallArgs& call) const {
     out.call.names.push_back("extent of shape_buckets[" + std::to_string(b) + "]");
   }
   return out;
+}
+
+Tensor BucketPlan::pad_into_buffer(const Tensor& t, size_t bucket, size_t position, int64_t dim, int64_t size,
+                                   double value) const {
+  Shape sizes = t.sizes();
+  sizes[static_cast<size_t>(dim)] = size;
+  Tensor& buffer = buffers_[{bucket, position, size}];
+  // A buffer is refilled only when no view of it is alive (an output over it that the caller holds)
+  // and no compiled backward is pending (whose saved activations may be the buffer); otherwise a new
+  // one takes its place, and the graphs update to its address.
+  const bool reusable = buffer.defined() && buffer.sizes() == sizes && buffer.dtype() == t.dtype() &&
+                        buffer.device() == t.device() && !backward_pending() &&
+                        buffer.impl()->storage().use_count() == 1;
+  if (!reusable) {
+    OpObserverGuard not_traced(nullptr);
+    buffer = tg::empty(sizes, {.dtype = t.dtype(), .device = t.device()});
+    mark_static_address(buffer);
+  }
+  NoGradGuard no_grad;
+  const int64_t extent = t.size(dim);
+  buffer.narrow(dim, 0, extent).copy_(t);
+  if (size > extent) buffer.narrow(dim, extent, size - extent).fill_(value);
+  return buffer;
 }
 
 GraphFn BucketPlan::wrap(GraphFn fn, std::shared_ptr<const PaddedCall*> current) const {

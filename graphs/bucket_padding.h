@@ -3,8 +3,10 @@
 // docs/shape_buckets.md.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -29,7 +31,11 @@ class BucketPlan {
  public:
   // Checks the buckets (sizes ascending and positive, dims given, no dim twice) and raises a
   // tg::Error naming what was given otherwise. `input_names` resolve positions to display names.
-  BucketPlan(std::vector<ShapeBucket> buckets, const std::vector<std::string>& input_names);
+  // With `fixed_buffers` (the cudagraphs backend), inputs that need no gradient are padded into
+  // buffers kept per bucket and input, at fixed addresses, so graphs and the activations saved for
+  // their backward read them in place (Note [Shape buckets]).
+  BucketPlan(std::vector<ShapeBucket> buckets, const std::vector<std::string>& input_names,
+             bool fixed_buffers = false);
   bool empty() const { return buckets_.empty(); }
   // Pads the call's bucketed dims up to their buckets and appends the extents.
   PaddedCall pad(const CallArgs& call) const;
@@ -43,8 +49,15 @@ class BucketPlan {
   bool bucketed(const std::string& name, int64_t dim, int64_t ndim) const;
 
  private:
+  // `t` padded along `dim` up to `size` with `value`, into the fixed buffer of (`bucket`, `position`).
+  Tensor pad_into_buffer(const Tensor& t, size_t bucket, size_t position, int64_t dim, int64_t size,
+                         double value) const;
+
   std::vector<ShapeBucket> buckets_;
   std::vector<std::vector<std::string>> display_;  // per bucket, per dim: "input 'x'" / "input 0"
+  bool fixed_buffers_ = false;
+  // The fixed buffers by (bucket, tensor position, padded size); reused while nothing else holds them.
+  mutable std::map<std::tuple<size_t, size_t, int64_t>, Tensor> buffers_;
 };
 
 }  // namespace tg::graphs

@@ -339,7 +339,8 @@ CompiledFunction::CompiledFunction(GraphFn fn, CompileOptions options) : state_(
   static std::atomic<int> next_id{0};
   state_->id = ++next_id;
   if (!state_->options.shape_buckets.empty()) {
-    state_->buckets = std::make_unique<BucketPlan>(state_->options.shape_buckets, state_->options.input_names);
+    state_->buckets = std::make_unique<BucketPlan>(state_->options.shape_buckets, state_->options.input_names,
+                                                   state_->options.backend == "cudagraphs");
     state_->fn = state_->buckets->wrap(std::move(state_->fn), state_->padded);
   }
 }

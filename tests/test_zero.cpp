@@ -409,7 +409,7 @@ TEST(ZeroCheckpoint, ResumeGivesTheUninterruptedLosses) {
 
 TEST(ZeroCheckpoint, DamagedOrMismatchedCheckpointsAreErrorsThatChangeNothing) {
   TempDir dir, other;
-  auto m = make_mlp(kCPU);
+  auto m = make_mlp(test_device());
   ZeroRedundancyOptimizer zero(m->parameters(), optimizer_class<optim::Adam>(optim::AdamOptions{.lr = 0.01}));
   train_losses(*m, zero, 0, 2);
   zero.save_sharded(dir.str());
@@ -424,12 +424,12 @@ TEST(ZeroCheckpoint, DamagedOrMismatchedCheckpointsAreErrorsThatChangeNothing) {
   TempDir empty;
   EXPECT_THROW_MSG(zero.load_sharded(empty.str()), "zero_index.json (no sharded checkpoint there?)");
   // Another model: the index names the parameter that differs.
-  auto small = make_mlp(kCPU, 16);
+  auto small = make_mlp(test_device(), 16);
   ZeroRedundancyOptimizer zero_small(small->parameters(), optimizer_class<optim::Adam>(optim::AdamOptions{}));
   EXPECT_THROW_MSG(zero_small.load_sharded(dir.str()), "parameter 2 was float32 of shape [4, 32]; this model's is "
                    "float32 of shape [4, 16]");
   // Another optimizer class.
-  ZeroRedundancyOptimizer zero_sgd(make_mlp(kCPU)->parameters(), optimizer_class<optim::SGD>(optim::SGDOptions{}));
+  ZeroRedundancyOptimizer zero_sgd(make_mlp(test_device())->parameters(), optimizer_class<optim::SGD>(optim::SGDOptions{}));
   EXPECT_THROW_MSG(zero_sgd.load_sharded(dir.str()), "unexpected key");
   // A shard of another save.
   TempDir mixed;
@@ -457,7 +457,7 @@ TEST(ZeroCheckpoint, ACheckpointOfTwoRanksLoadsOnOne) {
   // The files two ranks would write (each rank's block of the state, the index of a world of two),
   // made here from a one-rank save: loading them re-shards to the same full state.
   TempDir one, two;
-  auto m = make_mlp(kCPU);
+  auto m = make_mlp(test_device());
   ZeroRedundancyOptimizer zero(m->parameters(), optimizer_class<optim::Adam>(optim::AdamOptions{.lr = 0.01}));
   train_losses(*m, zero, 0, 3);
   zero.save_sharded(one.str());
@@ -489,7 +489,7 @@ TEST(ZeroCheckpoint, ACheckpointOfTwoRanksLoadsOnOne) {
                      {{"format", "tapegraph-zero-shard"}, {"rank", std::to_string(r)}, {"world_size", "2"},
                       {"checkpoint_id", index["checkpoint_id"].get<std::string>()}});
   }
-  auto m2 = make_mlp(kCPU);
+  auto m2 = make_mlp(test_device());
   ZeroRedundancyOptimizer zero2(m2->parameters(), optimizer_class<optim::Adam>(optim::AdamOptions{.lr = 0.3}));
   zero2.load_sharded(two.str());
   const auto loaded = zero2.state_dict();

@@ -31,6 +31,8 @@ void begin_forward_call() {
   if (g_pending_backwards.load() == 0) ++g_step;
 }
 
+bool backward_pending() { return g_pending_backwards.load() > 0; }
+
 std::shared_ptr<void> pending_backward_token() {
   ++g_pending_backwards;
   static int marker = 0;

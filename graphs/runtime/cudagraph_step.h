@@ -29,6 +29,8 @@ uint64_t current_step();
 void begin_forward_call();
 // Counts a compiled backward as pending until the returned token is destroyed.
 std::shared_ptr<void> pending_backward_token();
+// True while some compiled backward is pending (its saved activations may still be read).
+bool backward_pending();
 
 }  // namespace graphs
 }  // namespace tg
