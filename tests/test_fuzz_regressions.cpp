@@ -106,5 +106,23 @@ TEST(FuzzRegressions, BucketedCallsWithoutPaddingShareTheVariant) {
   EXPECT_EQ(compiled.counters().compilations, 4);  // two buckets times two shapes
 }
 
+// Fuzz programs 842 and 829 (an input captured by the function, as a parameter): a captured tensor
+// returned as it is (no op read it, or contiguous() returned it) was no graph value, and tracing
+// raised "an op used a tensor ... that is neither an input, a captured tensor, nor produced inside
+// the traced function". It is an output of its lifted input now, with its gradient.
+TEST(FuzzRegressions, ACapturedTensorReturnedAsItIsIsAnOutput) {
+  manual_seed(842);
+  const Tensor w = randn({3}, {.dtype = kFloat64}).requires_grad_(true);
+  const Tensor b = randn({2, 3}, {.dtype = kFloat64});
+  auto fn = [w, b](const TensorList& in) { return TensorList{in[0] * 2.0, w, b.contiguous(), w}; };
+  testing::expect_compiled_matches_eager(fn, {randn({3}, {.dtype = kFloat64}).requires_grad_(true)}, {.calls = 3});
+  w.set_grad(Tensor());  // the parity runs above accumulated into it
+  auto compiled = compile([w](const Tensor& x) { return TensorList{x * 2.0, w}; }, {.backend = "aot_eager"});
+  const TensorList out = compiled(randn({3}, {.dtype = kFloat64}));
+  EXPECT_EQ(out[1].impl()->storage(), w.impl()->storage());
+  out[1].sum().backward();
+  testing::expect_close(w.grad(), ones({3}, {.dtype = kFloat64}), 0, 0);
+}
+
 }  // namespace
 }  // namespace tg
