@@ -123,7 +123,10 @@ TensorList make_call_inputs(const Program& program, int call, Device device) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     const InputSpec& in = program.inputs[i];
     Shape sizes = variant == 0 ? in.sizes : plan.shapes[static_cast<size_t>(variant)][i];
-    const bool rebound = call > 0 && std::find(plan.rebound.begin(), plan.rebound.end(), static_cast<int>(i)) != plan.rebound.end();
+    const auto has = [&](const std::vector<int>& list) {
+      return std::find(list.begin(), list.end(), static_cast<int>(i)) != list.end();
+    };
+    const bool rebound = call > 0 && (has(plan.rebound) || has(plan.captured));
     if (plan.bucketed && i == 0) {
       sizes.insert(sizes.begin(), plan.rows[static_cast<size_t>(call)]);
       inputs[i] = draw_tensor(in, sizes, device);
@@ -149,6 +152,11 @@ std::string print_calls(const Program& program) {
   if (!plan.rebound.empty()) {
     os << "// rebound every call (mark_static_address, new tensor and values):";
     for (int i : plan.rebound) os << " in" << i;
+    os << "\n";
+  }
+  if (!plan.captured.empty()) {
+    os << "// captured by the function (parameters), new memory and values every call (set_):";
+    for (int i : plan.captured) os << " in" << i;
     os << "\n";
   }
   if (!plan.variant.empty()) {

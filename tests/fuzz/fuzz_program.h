@@ -72,6 +72,11 @@ struct CallPlan {
   // shape at another address with new values, as a new loader or load_state_dict would: CUDA graphs
   // update their recordings (graph_updates) instead of recording again.
   std::vector<int> rebound;
+  // Inputs the compiled function captures, as a model's parameters, instead of taking them as
+  // arguments; every call after the first gives each new memory with new values (Tensor::set_, as a
+  // model moved off the device and back, or loaded into new storage): lifted inputs of the graphs,
+  // static for CUDA graphs, whose recordings are updated.
+  std::vector<int> captured;
   // Input sizes per variant (variant 0: the inputs' own sizes) and the variant of each call: a
   // changed dim recompiles.
   std::vector<std::vector<Shape>> shapes;

@@ -36,7 +36,7 @@ void fuzz(const std::string& backend, Device device) {
   const FuzzStats before = fuzz_stats();
   for (uint64_t seed = first; seed < first + count; ++seed) {
     const Program program = generate_program(seed);
-    rebound += !program.plan.rebound.empty();
+    rebound += !program.plan.rebound.empty() || !program.plan.captured.empty();
     resized += !program.plan.variant.empty();
     bucketed += program.plan.bucketed;
     with_scalars += !program.plan.scalars.empty();
@@ -68,7 +68,7 @@ void fuzz(const std::string& backend, Device device) {
   const FuzzStats stats = fuzz_stats();
   std::printf(
       "fuzz %s on %s: %llu programs, %llu matched, %llu skipped (eager raised), %llu skipped (eager unstable "
-      "against float64), %llu mismatches; varying calls: %llu with rebound inputs, %llu with changed sizes, %llu "
+      "against float64), %llu mismatches; varying calls: %llu with rebound or captured inputs, %llu with changed sizes, %llu "
       "bucketed, %llu with scalar arguments; counters: %lld recompiles, %lld graph updates, %lld re-records, %lld "
       "bucketed calls\n",
       backend.c_str(), device.str().c_str(), static_cast<unsigned long long>(count), static_cast<unsigned long long>(matched),
