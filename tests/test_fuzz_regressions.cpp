@@ -124,5 +124,23 @@ TEST(FuzzRegressions, ACapturedTensorReturnedAsItIsIsAnOutput) {
   testing::expect_close(w.grad(), ones({3}, {.dtype = kFloat64}), 0, 0);
 }
 
+// Fuzz program 533 (in2 captured): a captured tensor detached inside the function. detach() makes
+// a new handle that no op made, so the tracer lifted that handle, which died with the trace, and
+// the first call raised "a captured tensor expired after its guard passed". Such a handle is
+// guarded by its memory now: in-place updates are read, new memory recompiles.
+TEST(FuzzRegressions, ACapturedTensorDetachedInsideIsGuardedByItsMemory) {
+  manual_seed(533);
+  Tensor w = randn({3}, {.dtype = kFloat64}).requires_grad_(true);
+  auto compiled = compile([&w](const Tensor& x) { return x * w.detach() + w; }, {.backend = "aot_eager"});
+  const Tensor x = randn({3}, {.dtype = kFloat64});
+  for (int step = 0; step < 3; ++step) {
+    NoGradGuard no_grad;
+    testing::expect_close(compiled(x), x * w + w, 1e-15, 0);
+    if (step == 0) w.mul_(2.0);                                // read in place
+    if (step == 1) w.set_(randn({3}, {.dtype = kFloat64}));    // new memory
+  }
+  EXPECT_EQ(compiled.counters().compilations, 2);
+}
+
 }  // namespace
 }  // namespace tg
