@@ -35,22 +35,18 @@ bool draws_random(const Statement& s) {
   return name == "checkpoint" && std::find(s.attrs.ints.begin(), s.attrs.ints.end(), 5) != s.attrs.ints.end();
 }
 
-// Whether input i can be captured by the compiled function. Detaching a captured tensor inside the
-// function fails (a known limitation of the tracer, not of the programs): Tensor::detach makes a
-// new handle the tracer never sees made, so it lifts that handle, which dies after tracing, and the
-// first call raises "[compile] internal error: a captured tensor expired after its guard passed"
-// (e.g. fuzz program 533 with in2 captured). Such inputs stay arguments.
-// `values` are the program's values on the CPU: values that are input i's very tensor (contiguous()
-// of a contiguous tensor returns it) count as it.
-bool capturable_input(const Program& p, const TensorList& values, int i) {
+// Whether the function detaches input i directly (or the input itself, as contiguous() returns a
+// contiguous one): a captured tensor detached inside the function is guarded by its memory, so
+// that giving it new memory recompiles. `values` are the program's values on the CPU.
+bool detaches_input(const Program& p, const TensorList& values, int i) {
   std::set<int> same{i};
   for (size_t v = p.inputs.size(); v < values.size(); ++v)
     if (values[v].is_same(values[static_cast<size_t>(i)])) same.insert(static_cast<int>(v));
   static const std::set<std::string> detaching = {"detach", "cross_entropy", "multinomial", "topk"};
   for (const Statement& s : p.body)
     if (!s.operands.empty() && same.count(s.operands[0]) && detaching.count(fuzz_ops()[static_cast<size_t>(s.op)].name))
-      return false;
-  return true;
+      return true;
+  return false;
 }
 
 // A size other than `s` for a dim of the seed's size mode.
@@ -401,9 +397,12 @@ void draw_calls(Program& p, TensorList& values) {
     // Each input rebound as an argument, captured as a parameter, or left alone; at least one varies.
     for (size_t i = 0; i < p.inputs.size(); ++i) {
       const int64_t how = rng.between(0, 3);
-      const bool capturable = !(plan.bucketed && i == 0) && capturable_input(p, values, static_cast<int>(i));
-      if (how == 0 || (how == 1 && !capturable)) plan.rebound.push_back(static_cast<int>(i));
-      else if (how == 1) plan.captured.push_back(static_cast<int>(i));
+      if (how == 0 || (how == 1 && plan.bucketed && i == 0)) {
+        plan.rebound.push_back(static_cast<int>(i));
+      } else if (how == 1) {
+        plan.captured.push_back(static_cast<int>(i));
+        plan.captured_detached = plan.captured_detached || detaches_input(p, values, static_cast<int>(i));
+      }
     }
     if (plan.rebound.empty() && plan.captured.empty())
       plan.rebound.push_back(static_cast<int>(rng.between(0, static_cast<int64_t>(p.inputs.size()) - 1)));
@@ -429,7 +428,7 @@ CallsReport compare_calls(const Program& p, const std::string& backend, Device d
     for (const std::string& r : c.recompile_reasons) os << "; " << r;
     report.difference = os.str();
   }
-  if (p.plan.bucketed) {
+  if (p.plan.bucketed && !p.plan.captured_detached) {
     // One variant per bucket and guarded scalars' values.
     std::set<std::vector<double>> variants;
     for (int call = 0; call < p.plan.calls; ++call) {

@@ -88,7 +88,7 @@ bool CallPlan::guarded_changes() const {
     if (!s.dynamic)
       for (double v : s.values)
         if (v != s.values[0]) return true;
-  return bucketed;  // different rows pad to different buckets
+  return bucketed || captured_detached;  // rows pad to different buckets; see captured_detached
 }
 
 int current_call() { return the_current_call; }

@@ -77,6 +77,9 @@ struct CallPlan {
   // model moved off the device and back, or loaded into new storage): lifted inputs of the graphs,
   // static for CUDA graphs, whose recordings are updated.
   std::vector<int> captured;
+  // Some captured input is detached inside the function: that handle is guarded by its memory, and
+  // new memory recompiles.
+  bool captured_detached = false;
   // Input sizes per variant (variant 0: the inputs' own sizes) and the variant of each call: a
   // changed dim recompiles.
   std::vector<std::vector<Shape>> shapes;
