@@ -1,5 +1,7 @@
 #include "autograd/op_node.h"
 
+#include <algorithm>
+
 #include "autograd/grad_mode.h"
 #include "autograd/view_rebase.h"
 #include "ops/factory.h"
@@ -53,6 +55,12 @@ void OpNode::save_outputs(const TensorList& outputs) {
 }
 
 TensorList OpNode::apply(TensorList&& grad_outputs) {
+  // A node none of whose outputs received a gradient passes none on (PyTorch's generated backward
+  // functions return undefined gradients unless any_grad_defined): a compiled function's backward
+  // hands an undefined gradient to an input it does not depend on, and zeros made here would give
+  // that input's leaves a gradient eager mode leaves undefined.
+  if (std::none_of(grad_outputs.begin(), grad_outputs.end(), [](const Tensor& g) { return g.defined(); }))
+    return TensorList(input_metas_.size());
   // Outputs that received no gradient count as zero.
   for (size_t i = 0; i < grad_outputs.size() && op_->needs_zero_filled_grads(); ++i) {
     if (!grad_outputs[i].defined()) {

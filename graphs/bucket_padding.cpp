@@ -123,10 +123,18 @@ PaddedCall BucketPlan::pad(const CallArgs& call) const {
       } else if (size > extent) {
         t = pad_dim(t, where[j].second, size - extent, k.dims[j].pad_value);
         out.padded = true;
+      } else if (!t.is_contiguous()) {
+        // Padded tensors are contiguous (tg::pad is a cat): laid out alike, a call that needs no
+        // padding shares their variant instead of compiling one for its strides.
+        t = t.contiguous();
       } else if (is_static_address(t)) {
         // Bucketed inputs are never read in place: one variant serves padded (fresh) tensors too.
         t = t.clone();
       }
+      // One layout per variant: the strides of size-1 dims are free in a contiguous tensor (a cat
+      // keeps its operand's), and guards compare them.
+      const Shape canonical = contiguous_strides(t.sizes());
+      if (t.strides() != canonical) t = t.as_strided(t.sizes(), canonical, t.storage_offset());
     }
     out.extents.push_back(extent);
     out.sizes.push_back(size);

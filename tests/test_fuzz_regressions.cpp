@@ -1,7 +1,9 @@
-// Programs the differential fuzzer found compiled runs getting wrong under cudagraphs, each kept as
-// a test of the fix (the reproducer it printed, trimmed to the statements that matter).
+// Programs the differential fuzzer found compiled runs getting wrong (under cudagraphs, or with shape
+// buckets on the CPU), each kept as a test of the fix (the reproducer it printed, trimmed to the
+// statements that matter).
 #include <gtest/gtest.h>
 
+#include "graphs/compile.h"
 #include "graphs/testing/parity.h"
 #include "ops/linear_grad.h"
 #include "support/test_support.h"
@@ -64,6 +66,80 @@ TEST(FuzzRegressions, SixteenBitWeightAndBiasGradientsMatchFloat32) {
       }
     }
   }
+}
+
+// Fuzz program 1067: an output that does not depend on an input requiring grad (it reads it
+// detached) leaves the input's gradient undefined in eager mode. Compiled with shape buckets, the
+// input reaches the graph padded (a cat), and the cat's backward node turned the undefined gradient
+// the compiled backward passed it into zeros. A node that receives no gradient now passes none on.
+TEST(FuzzRegressions, AnInputTheOutputsDoNotNeedKeepsNoGradient) {
+  manual_seed(1067);
+  const Tensor w = randn({3}, {.dtype = kFloat64}).requires_grad_(true);
+  auto fn = [w](const TensorList& in) { return TensorList{in[0].detach() * w}; };
+  for (bool bucketed : {false, true}) {
+    CompileOptions options;
+    if (bucketed) options.shape_buckets = {{.dims = {{0, 0}}, .sizes = {4}, .outputs = {{0, 0}}}};
+    const Tensor x = randn({3, 3}, {.dtype = kFloat64}).requires_grad_(true);
+    testing::expect_compiled_matches_eager(fn, {x}, {.compile = options, .calls = 2});
+  }
+  // The same through a non-leaf argument, without buckets.
+  auto compiled = compile([w](const Tensor& z) { return z.detach() * w; }, {.backend = "aot_eager"});
+  const Tensor x = randn({3}, {.dtype = kFloat64}).requires_grad_(true);
+  compiled(x.clone()).sum().backward();
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_TRUE(w.grad().defined());
+}
+
+// Fuzz programs 552, 574 and 1954: a bucketed call that needs no padding kept its argument's
+// strides (a transposed input; size-1 dims strided otherwise than the padded cat's) and compiled
+// a variant of its own, more variants than buckets.
+TEST(FuzzRegressions, BucketedCallsWithoutPaddingShareTheVariant) {
+  manual_seed(552);
+  auto fn = [](const Tensor& x) { return x.tanh() * 2.0; };
+  auto compiled = compile(fn, {.shape_buckets = {{.dims = {{0, 0, 0.5}}, .sizes = {3, 6}, .outputs = {{0, 0}}}}});
+  for (int64_t rows : {4, 3, 1, 6, 5, 2}) {
+    for (const Shape& drawn : {Shape{rows, 4, 1}, Shape{rows, 1, 4}}) {
+      const Tensor x = randn(drawn).transpose(-1, -2);
+      testing::expect_close(compiled(x), fn(x), 1e-6, 1e-6);
+    }
+  }
+  EXPECT_EQ(compiled.counters().compilations, 4);  // two buckets times two shapes
+}
+
+// Fuzz programs 842 and 829 (an input captured by the function, as a parameter): a captured tensor
+// returned as it is (no op read it, or contiguous() returned it) was no graph value, and tracing
+// raised "an op used a tensor ... that is neither an input, a captured tensor, nor produced inside
+// the traced function". It is an output of its lifted input now, with its gradient.
+TEST(FuzzRegressions, ACapturedTensorReturnedAsItIsIsAnOutput) {
+  manual_seed(842);
+  const Tensor w = randn({3}, {.dtype = kFloat64}).requires_grad_(true);
+  const Tensor b = randn({2, 3}, {.dtype = kFloat64});
+  auto fn = [w, b](const TensorList& in) { return TensorList{in[0] * 2.0, w, b.contiguous(), w}; };
+  testing::expect_compiled_matches_eager(fn, {randn({3}, {.dtype = kFloat64}).requires_grad_(true)}, {.calls = 3});
+  w.set_grad(Tensor());  // the parity runs above accumulated into it
+  auto compiled = compile([w](const Tensor& x) { return TensorList{x * 2.0, w}; }, {.backend = "aot_eager"});
+  const TensorList out = compiled(randn({3}, {.dtype = kFloat64}));
+  EXPECT_EQ(out[1].impl()->storage(), w.impl()->storage());
+  out[1].sum().backward();
+  testing::expect_close(w.grad(), ones({3}, {.dtype = kFloat64}), 0, 0);
+}
+
+// Fuzz program 533 (in2 captured): a captured tensor detached inside the function. detach() makes
+// a new handle that no op made, so the tracer lifted that handle, which died with the trace, and
+// the first call raised "a captured tensor expired after its guard passed". Such a handle is
+// guarded by its memory now: in-place updates are read, new memory recompiles.
+TEST(FuzzRegressions, ACapturedTensorDetachedInsideIsGuardedByItsMemory) {
+  manual_seed(533);
+  Tensor w = randn({3}, {.dtype = kFloat64}).requires_grad_(true);
+  auto compiled = compile([&w](const Tensor& x) { return x * w.detach() + w; }, {.backend = "aot_eager"});
+  const Tensor x = randn({3}, {.dtype = kFloat64});
+  for (int step = 0; step < 3; ++step) {
+    NoGradGuard no_grad;
+    testing::expect_close(compiled(x), x * w + w, 1e-15, 0);
+    if (step == 0) w.mul_(2.0);                                // read in place
+    if (step == 1) w.set_(randn({3}, {.dtype = kFloat64}));    // new memory
+  }
+  EXPECT_EQ(compiled.counters().compilations, 2);
 }
 
 }  // namespace

@@ -68,9 +68,25 @@ Guards Guards::capture(const TensorList& args, std::vector<std::string> names, s
   return g;
 }
 
+std::shared_ptr<TensorImpl> CapturedGuard::lock() const {
+  if (std::shared_ptr<TensorImpl> impl = tensor.lock()) return impl;
+  std::shared_ptr<StorageImpl> memory = storage.lock();
+  if (!memory) return nullptr;
+  return std::make_shared<TensorImpl>(std::move(memory), meta.meta.sizes, meta.meta.strides, meta.meta.offset,
+                                      meta.meta.dtype);
+}
+
 void Guards::add_captured(const TensorList& captured) {
-  for (const Tensor& t : captured)
-    captured_.push_back(CapturedGuard{t.impl_ptr(), ArgumentGuard{meta_of(t), t.requires_grad(), -1}});
+  for (const Tensor& t : captured) {
+    CapturedGuard g{t.impl_ptr(), ArgumentGuard{meta_of(t), t.requires_grad(), -1}, {}};
+    // `captured` holds the only handle: one made inside the function (a detached parameter) that
+    // dies with the trace. Its memory stands for it (see CapturedGuard).
+    if (t.impl_ptr().use_count() == 1 && !t.requires_grad()) {
+      g.tensor.reset();
+      g.storage = t.impl()->storage();
+    }
+    captured_.push_back(std::move(g));
+  }
 }
 
 void Guards::add_host_guards(std::vector<HostGuard> guards) {
@@ -81,7 +97,7 @@ TensorList Guards::lock_captured() const {
   TensorList out;
   out.reserve(captured_.size());
   for (const CapturedGuard& c : captured_) {
-    std::shared_ptr<TensorImpl> impl = c.tensor.lock();
+    std::shared_ptr<TensorImpl> impl = c.lock();
     TG_CHECK(impl != nullptr, "[compile] internal error: a captured tensor expired after its guard passed");
     out.emplace_back(std::move(impl));
   }
@@ -94,7 +110,7 @@ std::string Guards::name(size_t i) const {
 
 bool Guards::captured_alive() const {
   for (const CapturedGuard& c : captured_) {
-    if (c.tensor.expired()) return false;
+    if (!c.lock()) return false;
   }
   return true;
 }
@@ -122,7 +138,7 @@ std::optional<std::string> Guards::check(const TensorList& args, const std::vect
     }
   }
   for (size_t i = 0; i < captured_.size(); ++i) {
-    std::shared_ptr<TensorImpl> impl = captured_[i].tensor.lock();
+    std::shared_ptr<TensorImpl> impl = captured_[i].lock();
     // Only compiled code still refers to it: the caller's variable now names another tensor. (A
     // storage swapped under the same tensor needs no retrace: each call reads the tensor as it is,
     // and a CUDA graph re-records for the new address.)

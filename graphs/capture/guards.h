@@ -35,9 +35,15 @@ struct HostArgument {
 // A tensor the traced function captured (a parameter, a buffer, any tensor a lambda holds). It is
 // held weakly: once nothing but compiled code refers to it, the caller has rebound or dropped it,
 // and a graph that reads it would compute with a tensor the caller's code no longer uses.
+// A handle made inside the function over outside memory (w.detach() of a parameter w: detach is
+// no op the tracer sees) has nothing but the graph to hold it: it is guarded by its memory instead,
+// held weakly too, and read through a handle of the recorded geometry.
 struct CapturedGuard {
   std::weak_ptr<TensorImpl> tensor;
   ArgumentGuard meta;
+  std::weak_ptr<StorageImpl> storage;  // for a handle made inside the function (`tensor` empty then)
+  // The tensor as the graph reads it now; null once the caller dropped it (or its memory).
+  std::shared_ptr<TensorImpl> lock() const;
 };
 
 // All guards of one cache entry.

@@ -115,6 +115,10 @@ JointGraph trace_joint(const GraphFn& fn, const TensorList& args) {
       throw;
     }
     joint.grad_enabled_after = is_grad_enabled();
+    // A captured tensor returned as it is (no op read it, or only ones that return their input, such
+    // as contiguous()) is an output of its lifted input, as a returned argument is of its own.
+    for (Tensor& out : outputs)
+      if (tracer.is_outside(out)) out = tracer.lift(out);
     joint.lifted = tracer.lifted();
     joint.host_guards = tracer.host_guards();
 

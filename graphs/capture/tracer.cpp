@@ -152,23 +152,28 @@ bool Tracer::was_mutated(const Tensor& proxy) const {
   return st != storages_.end() && st->second.mutated;
 }
 
-void Tracer::before_op(const OpPtr& op, TensorList& inputs) {
-  for (Tensor& t : inputs) {
-    if (!t.defined() || t.impl()->storage()->is_fake() || is_constant(t)) continue;
-    // Real memory the graph already tracks (a folded constant written with traced values) is a
-    // graph value, not a captured tensor.
-    if (storages_.count(t.impl()->storage().get()) > 0) continue;
-    // A real tensor from outside the function (a parameter): lift it into a graph input by identity.
-    auto it = lifted_proxies_.find(t.impl());
-    if (it == lifted_proxies_.end()) {
-      const auto index = static_cast<int32_t>(lifted_.size());
-      Tensor proxy = add_input(t, InputKind::Lifted, index, "lifted" + std::to_string(index));
-      lifted_.push_back(t);
-      lifted_proxy_list_.push_back(proxy);
-      it = lifted_proxies_.emplace(t.impl(), proxy).first;
-    }
-    t = it->second;
+bool Tracer::is_outside(const Tensor& t) const {
+  // Real memory the graph already tracks (a folded constant written with traced values) is a graph
+  // value, not a captured tensor.
+  return t.defined() && !t.impl()->storage()->is_fake() && !is_constant(t) &&
+         storages_.count(t.impl()->storage().get()) == 0;
+}
+
+Tensor Tracer::lift(const Tensor& real) {
+  auto it = lifted_proxies_.find(real.impl());
+  if (it == lifted_proxies_.end()) {
+    const auto index = static_cast<int32_t>(lifted_.size());
+    Tensor proxy = add_input(real, InputKind::Lifted, index, "lifted" + std::to_string(index));
+    lifted_.push_back(real);
+    lifted_proxy_list_.push_back(proxy);
+    it = lifted_proxies_.emplace(real.impl(), proxy).first;
   }
+  return it->second;
+}
+
+void Tracer::before_op(const OpPtr& op, TensorList& inputs) {
+  for (Tensor& t : inputs)
+    if (is_outside(t)) t = lift(t);  // a real tensor from outside the function (a parameter)
   // Ops nest here (autograd dispatches views while recording an in-place op), so writes stack.
   for (int target : mutated_inputs(op->schema()))
     pending_writes_.push_back(inputs[static_cast<size_t>(target)].impl()->storage().get());

@@ -31,6 +31,11 @@ class Tracer final : public OpObserver {
   ValueId value_of(const Tensor& t);
   // Real tensors captured by the function, in the order of their Lifted inputs.
   const TensorList& lifted() const { return lifted_; }
+  // Whether t is a real tensor from outside the function that the graph does not know yet.
+  bool is_outside(const Tensor& t) const;
+  // The stand-in of a real tensor from outside the function (a parameter), lifted into a graph
+  // input by identity on first sight.
+  Tensor lift(const Tensor& real);
   // Stand-ins of the lifted tensors, parallel to lifted().
   const TensorList& lifted_proxies() const { return lifted_proxy_list_; }
   // Where gradients for input stand-in `proxy` arrive, as recorded before the function ran (an

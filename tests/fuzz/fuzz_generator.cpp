@@ -7,6 +7,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "fuzz/fuzz_calls.h"
 #include "fuzz/fuzz_ops.h"
 #include "graphs/testing/parity.h"
 
@@ -55,7 +56,7 @@ int draw_value(Rng& rng, size_t count) {
 // Eager outputs and input gradients of the program on `inputs` (as float64 values), with random
 // ops seeded by the program and the backward weighted by fixed float64 draws.
 std::vector<std::vector<double>> eager_values(const Program& program, const TensorList& inputs) {
-  manual_seed(program.seed);
+  manual_seed(program.seed + static_cast<uint64_t>(current_call()));
   const TensorList outputs = run_program(program, inputs);
   TensorList diff, weights;
   manual_seed(program.seed + 1);
@@ -78,27 +79,35 @@ bool eager_is_stable(const Program& program, Device device, const Tolerance& tol
   bool all_float64 = true;
   for (const InputSpec& in : program.inputs) all_float64 = all_float64 && in.dtype == kFloat64;
   if (all_float64) return true;
-  const TensorList inputs = make_inputs(program, device);
-  TensorList wide;
-  for (const Tensor& x : inputs) {
-    Tensor w = x.detach().to(kFloat64);
-    if (x.requires_grad()) w.requires_grad_(true);
-    wide.push_back(w);
-  }
-  std::vector<std::vector<double>> actual, reference;
-  try {
-    actual = eager_values(program, inputs);
-    reference = eager_values(program, wide);
-  } catch (const Error&) {
-    return false;
-  }
-  if (actual.size() != reference.size()) return false;
-  for (size_t k = 0; k < actual.size(); ++k) {
-    if (actual[k].size() != reference[k].size()) return false;
-    for (size_t i = 0; i < actual[k].size(); ++i) {
-      const double a = actual[k][i], e = reference[k][i];
-      if ((std::isnan(a) && std::isnan(e)) || (std::isinf(e) && a == e)) continue;
-      if (!(std::abs(a - e) <= tol.atol + tol.rtol * std::abs(e))) return false;
+  for (int call = 0; call < program.plan.calls; ++call) {
+    CallScope scope(call);
+    const TensorList inputs = make_call_inputs(program, call, device);
+    TensorList wide;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor& x = inputs[i];
+      if (i >= program.inputs.size()) {  // dynamic scalars keep their dtype
+        wide.push_back(x);
+        continue;
+      }
+      Tensor w = x.detach().to(kFloat64);
+      if (x.requires_grad()) w.requires_grad_(true);
+      wide.push_back(w);
+    }
+    std::vector<std::vector<double>> actual, reference;
+    try {
+      actual = eager_values(program, inputs);
+      reference = eager_values(program, wide);
+    } catch (const Error&) {
+      return false;
+    }
+    if (actual.size() != reference.size()) return false;
+    for (size_t k = 0; k < actual.size(); ++k) {
+      if (actual[k].size() != reference[k].size()) return false;
+      for (size_t i = 0; i < actual[k].size(); ++i) {
+        const double a = actual[k][i], e = reference[k][i];
+        if ((std::isnan(a) && std::isnan(e)) || (std::isinf(e) && a == e)) continue;
+        if (!(std::abs(a - e) <= tol.atol + tol.rtol * std::abs(e))) return false;
+      }
     }
   }
   return true;
@@ -143,7 +152,7 @@ Program generate(uint64_t seed, const OracleOptions* oracle) {
   std::optional<AutocastGuard> autocast;
   if (p.autocast) autocast.emplace(kCPU, *p.autocast);
   const auto& ops = fuzz_ops();
-  const size_t op_count = oracle != nullptr ? ops.size() : legacy_op_count();
+  const size_t op_count = oracle != nullptr ? oracle_op_count() : legacy_op_count();
   int params = 0;
   const int64_t length = rng.between(3, 10);
   for (int attempt = 0; attempt < 60 && static_cast<int64_t>(p.body.size()) < length; ++attempt) {
@@ -187,6 +196,8 @@ Program generate(uint64_t seed, const OracleOptions* oracle) {
     const int v = draw_value(rng, values.size());
     if (std::find(p.outputs.begin(), p.outputs.end(), v) == p.outputs.end()) p.outputs.push_back(v);
   }
+  autocast.reset();
+  if (oracle == nullptr) draw_calls(p, values);
   return p;
 }
 
@@ -199,21 +210,23 @@ Program generate_program(uint64_t seed) { return generate(seed, nullptr); }
 Program generate_oracle_program(uint64_t seed, const OracleOptions& options) { return generate(seed, &options); }
 
 FuzzResult check_program(const Program& program, const std::string& backend, Device device) {
-  const TensorList inputs = make_inputs(program, device);
-  testing::ParityOptions options;
-  options.compile.backend = backend;
-  options.compile.fuse_gradient_epilogues = program.gradient_epilogues;
-  const Tolerance tol = tolerance_of(program);
-  options.rtol = tol.rtol;
-  options.atol = tol.atol;
-  options.calls = 3;
-  options.seed = program.seed;
-  const graphs::GraphFn fn = [&program](const TensorList& xs) { return run_program(program, xs); };
-  const testing::ParityReport report = testing::compare_compiled_with_eager(fn, inputs, options);
+  move_modules(program, device);
+  const CallsReport report = compare_calls(program, backend, device);
+  FuzzStats& stats = fuzz_stats();
+  stats.recompiles += report.counters.recompiles;
+  stats.graph_updates += report.counters.graph_updates;
+  stats.rerecords += report.counters.rerecords;
+  stats.bucketed_calls += report.counters.bucketed_calls;
   if (report.eager_error) return {Verdict::EagerRaised, *report.eager_error};
   if (!report.difference) return {Verdict::Match, {}};
+  const Tolerance tol = tolerance_of(program);
   if (!eager_is_stable(program, device, tol)) return {Verdict::EagerUnstable, *report.difference};
   return {Verdict::Mismatch, *report.difference + "\nReproducer:\n" + print_program(program, backend, device)};
+}
+
+FuzzStats& fuzz_stats() {
+  static FuzzStats stats;
+  return stats;
 }
 
 }  // namespace tg::fuzz

@@ -51,12 +51,22 @@ struct FuzzResult {
   std::string report;
 };
 
-// Runs the program eagerly and compiled with `backend` on `device`, three calls (warm-up,
-// recording and replay for cudagraphs), comparing outputs, aliasing, input mutations and gradients.
+// Runs the program eagerly and compiled with `backend` on `device`, its plan's calls (at least
+// three: warm-up, recording and replay for cudagraphs; calls may differ in input tensors, sizes and
+// scalar arguments, see CallPlan), comparing outputs, aliasing, input mutations and gradients.
 // A difference counts as a mismatch only where the program is well conditioned at its precision:
 // when eager mode's own outputs and gradients stay within the tolerance of the same program run on
 // float64 copies of the inputs (a layer_norm over two nearly equal values, say, turns last-bit
 // differences of its input into large ones, and no reordering of the arithmetic can be judged there).
 FuzzResult check_program(const Program& program, const std::string& backend, Device device);
+
+// Counters of the compiled functions check_program ran, summed (for the fuzzer's summary line).
+struct FuzzStats {
+  int64_t recompiles = 0;
+  int64_t graph_updates = 0;
+  int64_t rerecords = 0;
+  int64_t bucketed_calls = 0;
+};
+FuzzStats& fuzz_stats();
 
 }  // namespace tg::fuzz

@@ -431,7 +431,10 @@ std::vector<FuzzOp> make_ops() {
                        },
                        [](TensorList& x, const Attrs& a) {
                          const size_t i = static_cast<size_t>(a.ints[2]);
-                         return a.ints[3] ? unbind(x[0], a.ints[0])[i] : chunk(x[0], a.ints[1], a.ints[0])[i];
+                         const TensorList pieces = a.ints[3] ? unbind(x[0], a.ints[0]) : chunk(x[0], a.ints[1], a.ints[0]);
+                         // Drawn for other sizes, the piece may not exist at a call with changed sizes.
+                         TG_CHECK(i < pieces.size(), "[fuzz] piece ", i, " of ", pieces.size());
+                         return pieces[i];
                        },
                        [](const Names& n, const Attrs& a) {
                          return a.ints[3] ? "unbind(" + n[0] + ", " + std::to_string(a.ints[0]) + ")[" + std::to_string(a.ints[2]) + "]"
@@ -489,6 +492,7 @@ std::vector<FuzzOp> make_ops() {
                            return "F.conv2d(" + n[0] + ", " + n[0] + ".narrow(1, 0, " + k + ").narrow(2, 0, " + k + ").unsqueeze(0), None, " + str(a.ints[1]) + ", " + str(a.ints[2]) + ")";
                          };
   add_oracle_ops(ops);
+  add_extension_ops(ops);
   return ops;
 }
 
@@ -504,6 +508,20 @@ size_t legacy_op_count() {
   size_t n = 0;
   while (n < ops.size() && !ops[n].oracle_only) ++n;
   return n;
+}
+
+size_t oracle_op_count() {
+  const auto& ops = fuzz_ops();
+  size_t n = 0;
+  while (n < ops.size() && !ops[n].extension) ++n;
+  return n;
+}
+
+int scalar_arg_op() {
+  const auto& ops = fuzz_ops();
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].name == "scalar_arg") return static_cast<int>(i);
+  return -1;
 }
 
 }  // namespace tg::fuzz

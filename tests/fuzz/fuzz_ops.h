@@ -32,13 +32,23 @@ struct FuzzOp {
   // Drawn only for the PyTorch oracle (ops joined after the compiled-vs-eager fuzzer's seeds were
   // fixed: those seeds draw from the ops before the first such entry, so they keep their programs).
   bool oracle_only = false;
+  // Drawn only by the compiled-vs-eager fuzzer's second random stream (fuzz_calls.cpp), after the
+  // program its seed drew: ops joined since its seeds were fixed, and ones reading scalar arguments.
+  bool extension = false;
 };
 
 // Every op the fuzzer can generate.
 const std::vector<FuzzOp>& fuzz_ops();
 // How many leading entries of fuzz_ops() the compiled-vs-eager fuzzer draws from.
 size_t legacy_op_count();
+// How many leading entries the PyTorch oracle draws from (all but the extension ops).
+size_t oracle_op_count();
 // The modules and other ops only the PyTorch oracle draws (appended to fuzz_ops()).
 void add_oracle_ops(std::vector<FuzzOp>& ops);
+// The extension ops (appended after the oracle's): scalar_arg, topk with its gradient, multinomial,
+// checkpoint regions, linear_cross_entropy over the operand's own rows and multi_tensor_norm.
+void add_extension_ops(std::vector<FuzzOp>& ops);
+// The index of the scalar_arg op (statements reading scalar arguments, placed by the generator).
+int scalar_arg_op();
 
 }  // namespace tg::fuzz

@@ -1,6 +1,8 @@
 // The differential fuzzer: random programs run eagerly and compiled must agree in outputs,
-// aliasing, input mutations and gradients. TG_FUZZ_PROGRAMS sets how many programs run (default
-// 2000), TG_FUZZ_SEED the first seed (default 1): TG_FUZZ_SEED=S TG_FUZZ_PROGRAMS=1 replays one.
+// aliasing, input mutations and gradients, over calls that may differ in input tensors (rebound
+// static inputs), sizes (recompiles, shape buckets) and scalar arguments (guarded, or tg::dynamic).
+// TG_FUZZ_PROGRAMS sets how many programs run (default 2000 on CUDA, 700 on the CPU), TG_FUZZ_SEED
+// the first seed (default 1): TG_FUZZ_SEED=S TG_FUZZ_PROGRAMS=1 replays one.
 // TG_FUZZ_VERBOSE=1 prints every program with its verdict.
 #include <gtest/gtest.h>
 
@@ -25,11 +27,19 @@ uint64_t env_or(const char* name, uint64_t fallback) {
 // Runs the configured programs; prints the count line and every mismatch with its reproducer.
 void fuzz(const std::string& backend, Device device) {
   const uint64_t first = env_or("TG_FUZZ_SEED", 1);
-  const uint64_t count = env_or("TG_FUZZ_PROGRAMS", 2000);
+  // On the CPU (ctest on two cores) fewer by default: programs with varying calls run up to six
+  // calls and recompile, and 700 take about what 2000 of three identical calls took.
+  const uint64_t count = env_or("TG_FUZZ_PROGRAMS", device.is_cuda() ? 2000 : 700);
   const bool verbose = env_or("TG_FUZZ_VERBOSE", 0) != 0;
   uint64_t matched = 0, eager_raised = 0, unstable = 0, mismatched = 0;
+  uint64_t rebound = 0, resized = 0, bucketed = 0, with_scalars = 0;
+  const FuzzStats before = fuzz_stats();
   for (uint64_t seed = first; seed < first + count; ++seed) {
     const Program program = generate_program(seed);
+    rebound += !program.plan.rebound.empty() || !program.plan.captured.empty();
+    resized += !program.plan.variant.empty();
+    bucketed += program.plan.bucketed;
+    with_scalars += !program.plan.scalars.empty();
     FuzzResult r;
     try {
       r = check_program(program, backend, device);
@@ -55,12 +65,20 @@ void fuzz(const std::string& backend, Device device) {
         break;
     }
   }
+  const FuzzStats stats = fuzz_stats();
   std::printf(
       "fuzz %s on %s: %llu programs, %llu matched, %llu skipped (eager raised), %llu skipped (eager unstable "
-      "against float64), %llu mismatches\n",
+      "against float64), %llu mismatches; varying calls: %llu with rebound or captured inputs, %llu with changed sizes, %llu "
+      "bucketed, %llu with scalar arguments; counters: %lld recompiles, %lld graph updates, %lld re-records, %lld "
+      "bucketed calls\n",
       backend.c_str(), device.str().c_str(), static_cast<unsigned long long>(count), static_cast<unsigned long long>(matched),
       static_cast<unsigned long long>(eager_raised), static_cast<unsigned long long>(unstable),
-      static_cast<unsigned long long>(mismatched));
+      static_cast<unsigned long long>(mismatched), static_cast<unsigned long long>(rebound),
+      static_cast<unsigned long long>(resized), static_cast<unsigned long long>(bucketed),
+      static_cast<unsigned long long>(with_scalars), static_cast<long long>(stats.recompiles - before.recompiles),
+      static_cast<long long>(stats.graph_updates - before.graph_updates),
+      static_cast<long long>(stats.rerecords - before.rerecords),
+      static_cast<long long>(stats.bucketed_calls - before.bucketed_calls));
   // A generator that only produced invalid programs would prove nothing.
   EXPECT_GT(matched, count / 2);
 }
