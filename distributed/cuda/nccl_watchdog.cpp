@@ -96,11 +96,12 @@ std::string NcclWatchdog::describe_wait(const Item& item) const {
                (c.context.label.empty() ? "" : " for " + c.context.label);
   }
   if (item.held.size() > kListed) holding += " and " + std::to_string(item.held.size() - kListed) + " more";
-  const char* unit = item.counted_by_step ? "step" : "replay";
   const auto last = last_completed_.find(item.graph);
   const std::string completed = last == last_completed_.end() ? "none yet" : std::to_string(last->second);
-  return "inside a replayed CUDA graph (" + item.graph + ", holding " + holding + "), " + unit + " " +
-         std::to_string(item.step) + "; the last " + unit + " whose replay completed: " + completed;
+  return "inside a replayed CUDA graph (" + item.graph + ", holding " + holding + "), " +
+         (item.counted_by_step ? "step " + std::to_string(item.step) + "; the last step whose replay completed: "
+                               : "replay " + std::to_string(item.step) + "; the last replay that completed: ") +
+         completed;
 }
 
 void NcclWatchdog::fail(const std::string& why) {
