@@ -1,14 +1,20 @@
-// Named hangs, device-independent parts: collective contexts (labels with a live step), the
-// registry through which captured work asks to see its graph's replays, and the graph executor
-// telling it of every replay (with a recorder that re-runs the work on the CPU).
+// Named hangs, device-independent parts: collective contexts (labels with a live step) and the CPU
+// backend's messages naming them, the registry through which captured work asks to see its graph's
+// replays, and the graph executor telling it of every replay (with a recorder that re-runs the work
+// on the CPU).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "distributed/collective_context.h"
+#include "distributed/collectives.h"
 #include "graphs/compile.h"
 #include "graphs/cudagraphs/cudagraph_executor.h"
 #include "graphs/runtime/cudagraph_step.h"
 #include "ops/dispatch.h"
 #include "support/test_support.h"
+#include "support/thread_ranks.h"
 #include "tensor/captured_work.h"
 
 namespace tg {
@@ -43,6 +49,37 @@ TEST(CollectiveContext, ScopesNestAndRestore) {
     EXPECT_EQ(current_collective_context().label, "outer");
   }
   EXPECT_TRUE(current_collective_context().empty());
+}
+
+// A collective issued inside a scope carries its label and the step read when it is issued; the CPU
+// backend's timeout names both. (Traced nodes keeping their context: test_ddp_cpu_processes.)
+TEST(CollectiveContext, CpuBackendTimeoutNamesTheContextOfTheOp) {
+  using namespace std::chrono_literals;
+  std::atomic<bool> done{false};
+  auto step = std::make_shared<std::atomic<int64_t>>(4);
+  const auto errors = testing::run_ranks_collecting(
+      2,
+      [&](distributed::ProcessGroup& g) {
+        auto group = std::shared_ptr<distributed::ProcessGroup>(&g, [](distributed::ProcessGroup*) {});
+        Tensor x = ones({3});
+        const auto first = [&] {
+          const CollectiveContextScope scope({"eval loss", step});
+          return distributed::all_reduce(x, distributed::ReduceOp::Sum, group);  // #1 works
+        }();
+        EXPECT_EQ(first.sum().item<float>(), 6.0f);
+        if (g.rank() == 1) {
+          while (!done) std::this_thread::sleep_for(5ms);  // alive, but never joins #2
+          return;
+        }
+        step->store(5);
+        const CollectiveContextScope scope({"eval loss", step});
+        EXPECT_THROW_MSG(distributed::all_reduce_(x, distributed::ReduceOp::Sum, group),
+                         "rank 0: all_reduce #2 (eval loss, step 5) timed out after 300 ms waiting for data from rank 1");
+        done = true;
+      },
+      testing::thread_rank_options(300ms));
+  EXPECT_FALSE(errors[0]);
+  EXPECT_FALSE(errors[1]);
 }
 
 struct Label final : CapturedNote {
