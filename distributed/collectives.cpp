@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "distributed/collective_context.h"
 #include "ops/dispatch.h"
 
 namespace tg::distributed {
@@ -12,7 +13,8 @@ std::shared_ptr<ProcessGroup> group_or_default(std::shared_ptr<ProcessGroup> gro
   return group ? std::move(group) : default_group();
 }
 
-// The shared part of every collective op: the group it talks to and its name.
+// The shared part of every collective op: the group it talks to, its name, and the context it was
+// created in (a graph node traced inside DDP's bucket scope keeps it for every run of the graph).
 class CollectiveOp : public Op {
  public:
   CollectiveOp(std::shared_ptr<ProcessGroup> group, OpSchema schema)
@@ -28,8 +30,11 @@ class CollectiveOp : public Op {
     TG_CHECK(!has(kInPlace) || t.is_contiguous(), "[", name(), "] writes its tensor in place and needs it contiguous, "
              "got strides ", shape_str(t.strides()));
   }
+  // The creation context, current while the collective is issued.
+  CollectiveContextScope in_context() const { return CollectiveContextScope(context_); }
   std::shared_ptr<ProcessGroup> group_;
   OpSchema schema_;
+  CollectiveContext context_ = current_collective_context();
 };
 
 class AllReduceOp final : public CollectiveOp {
@@ -47,6 +52,7 @@ class AllReduceOp final : public CollectiveOp {
     return single_output(contiguous_meta(in[0].sizes(), in[0].dtype(), in[0].device()));
   }
   void eval(const TensorList& in, TensorList& out) const override {
+    const auto context = in_context();
     group_->all_reduce(in[0].contiguous(), out[0], op_);
   }
   TensorList backward(const BackwardContext&, const TensorList& grads) const override {
@@ -71,7 +77,10 @@ class BroadcastOp final : public CollectiveOp {
              group_->world_size());
     return single_output(meta_of(in[0]));
   }
-  void eval(const TensorList& in, TensorList& out) const override { group_->broadcast(in[0], out[0], root_); }
+  void eval(const TensorList& in, TensorList& out) const override {
+    const auto context = in_context();
+    group_->broadcast(in[0], out[0], root_);
+  }
   std::string attrs() const override { return "root=" + std::to_string(root_); }
 
  private:
@@ -87,7 +96,10 @@ class AllGatherOp final : public CollectiveOp {
     sizes.insert(sizes.begin(), group_->world_size());
     return single_output(contiguous_meta(sizes, in[0].dtype(), in[0].device()));
   }
-  void eval(const TensorList& in, TensorList& out) const override { group_->all_gather(in[0].contiguous(), out[0]); }
+  void eval(const TensorList& in, TensorList& out) const override {
+    const auto context = in_context();
+    group_->all_gather(in[0].contiguous(), out[0]);
+  }
   TensorList backward(const BackwardContext&, const TensorList& grads) const override {
     return {reduce_scatter(grads[0], ReduceOp::Sum, group_)};
   }
@@ -108,6 +120,7 @@ class ReduceScatterOp final : public CollectiveOp {
     return single_output(contiguous_meta(sizes, t.dtype(), t.device()));
   }
   void eval(const TensorList& in, TensorList& out) const override {
+    const auto context = in_context();
     group_->reduce_scatter(in[0].contiguous(), out[0], op_);
   }
   TensorList backward(const BackwardContext&, const TensorList& grads) const override {
@@ -146,6 +159,7 @@ class BucketAverageOp final : public CollectiveOp {
     TensorList dense;
     dense.reserve(in.size());
     for (const Tensor& t : in) dense.push_back(t.contiguous());
+    const auto context = in_context();
     group_->all_reduce_into(dense, out[0], ReduceOp::Avg, /*async=*/true);
   }
 };

@@ -1,10 +1,12 @@
 // Collectives as ops: eager calls communicate at once; inside compile() they are graph nodes that
 // run (and are captured into CUDA graphs) like any other op. Every rank must issue the same
-// collectives in the same order. `group` defaults to the default process group.
+// collectives in the same order. `group` defaults to the default process group. Each collective
+// keeps the CollectiveContext current when it was created, which names it if it stalls.
 #pragma once
 
 #include <memory>
 
+#include "distributed/collective_context.h"
 #include "distributed/process_group.h"
 
 namespace tg::distributed {

@@ -42,7 +42,8 @@ std::unique_ptr<Communicator> make_tcp_communicator(int rank, int world_size, Tc
 
 #ifdef TG_WITH_CUDA
 // NCCL over the CUDA devices of all ranks. Rank 0 makes the unique id and publishes it through
-// `store` (null for a group of one); creation and eager collectives are bounded by `timeout`.
+// `store` (null for a group of one); creation, eager collectives and the replays of CUDA graphs
+// holding its collectives are bounded by `timeout` (a watchdog names what stalled and exits).
 std::unique_ptr<Communicator> make_nccl_communicator(int rank, int world_size, int device, TcpStore* store,
                                                      std::chrono::milliseconds timeout);
 #endif

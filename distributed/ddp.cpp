@@ -24,10 +24,12 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
                " is on ", t.device().str(), ", expected the process group's device ", group->device().str(),
                " (move the module there first)");
       Tensor handle = t;
+      const distributed::CollectiveContextScope context({"DDP initial broadcast of " + name, nullptr});
       distributed::broadcast_(handle, 0, group);
     }
     for (auto& [name, t] : module_->named_buffers()) {
       Tensor handle = t;
+      const distributed::CollectiveContextScope context({"DDP initial broadcast of " + name, nullptr});
       distributed::broadcast_(handle, 0, group);
     }
   }
@@ -59,6 +61,7 @@ Tensor DistributedDataParallel::forward(const Tensor& input) {
     NoGradGuard no_grad;
     for (auto& [name, t] : module_->named_buffers()) {
       Tensor handle = t;
+      const distributed::CollectiveContextScope context({"DDP broadcast of buffer " + name, nullptr});
       distributed::broadcast_(handle, 0, options_.process_group);
     }
   }

@@ -51,6 +51,10 @@ size_t GradientBuckets::index_of(const TensorImpl* leaf) const {
   TG_FAIL("[DistributedDataParallel] a gradient reached the reducer for a tensor that is not one of its parameters");
 }
 
+CollectiveContext GradientBuckets::bucket_context(size_t b) const {
+  return {"DDP bucket " + std::to_string(b) + " of " + std::to_string(buckets_.size()), step_};
+}
+
 std::vector<std::vector<std::string>> GradientBuckets::bucket_names() const {
   std::vector<std::vector<std::string>> out;
   for (const auto& bucket : buckets_) {
@@ -64,7 +68,8 @@ TensorList GradientBuckets::reduce(const std::vector<std::shared_ptr<TensorImpl>
   std::vector<int64_t> slot_of(params_.size(), -1);
   for (size_t j = 0; j < leaves.size(); ++j) slot_of[index_of(leaves[j].get())] = static_cast<int64_t>(j);
   TensorList reduced(leaves.size());
-  for (const auto& bucket : buckets_) {
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const auto& bucket = buckets_[b];
     TensorList members;
     std::vector<size_t> slots;
     for (size_t k : bucket) {
@@ -78,6 +83,7 @@ TensorList GradientBuckets::reduce(const std::vector<std::shared_ptr<TensorImpl>
       slots.push_back(j);
     }
     if (members.empty()) continue;
+    const CollectiveContextScope context(bucket_context(b));  // traced: the node keeps it for every run
     const Tensor flat = bucket_average(members, group_);
     int64_t offset = 0;
     for (size_t i = 0; i < members.size(); ++i) {
@@ -93,6 +99,7 @@ void GradientBuckets::expect_reduced(const std::vector<std::shared_ptr<TensorImp
   // Gradients accumulated under no_sync() are still local: averaging is linear, so averaging them now
   // and adding the graph's averaged gradients gives the average of the sums, as eager mode computes.
   NoGradGuard no_grad;
+  if (!leaves.empty()) ++*step_;  // a compiled backward with the buckets in its graph begins
   // Marks left by a compiled backward whose gradients were never accumulated (tg::grad()) are stale.
   std::fill(reduced_in_graph_.begin(), reduced_in_graph_.end(), false);
   for (const auto& leaf : leaves) {
@@ -100,6 +107,7 @@ void GradientBuckets::expect_reduced(const std::vector<std::shared_ptr<TensorImp
     reduced_in_graph_[k] = true;
     if (!local_only_[k]) continue;
     Tensor g = params_[k].second.grad();
+    const CollectiveContextScope context({"DDP gradient of " + params_[k].first + " accumulated under no_sync()", step_});
     if (g.defined()) all_reduce_(g, ReduceOp::Avg, group_);
     local_only_[k] = false;
   }
@@ -126,6 +134,8 @@ void GradientBuckets::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && ready_[next_bucket_] == buckets_[next_bucket_].size()) {
     TensorList grads;
     for (size_t k : buckets_[next_bucket_]) grads.push_back(params_[k].second.grad());
+    if (next_bucket_ == 0) ++*step_;  // an eager backward's reductions begin
+    const CollectiveContextScope context(bucket_context(next_bucket_));
     averages_[next_bucket_] = bucket_average(grads, group_);
     ++next_bucket_;
   }

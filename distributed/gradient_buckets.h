@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "autograd/grad_reducer.h"
+#include "distributed/collective_context.h"
 #include "distributed/process_group.h"
 #include "nn/module.h"
 #include "ops/guarded_value.h"
@@ -39,6 +40,8 @@ class GradientBuckets final : public GradReducer {
   std::vector<std::vector<std::string>> bucket_names() const;
 
  private:
+  // "DDP bucket b of n" with the step counter: what bucket b's reduction is called if it stalls.
+  CollectiveContext bucket_context(size_t b) const;
   size_t index_of(const TensorImpl* leaf) const;
   void launch_ready_buckets();
   void finish();
@@ -48,6 +51,9 @@ class GradientBuckets final : public GradReducer {
   std::vector<std::vector<size_t>> buckets_;  // parameter indices, in reduction order
   std::vector<size_t> bucket_of_;             // per parameter
   Guarded<bool> sync_{"DistributedDataParallel.require_backward_grad_sync", true};
+  // The step of the latest synchronized backward (counted from 0; -1 before the first): the step
+  // that collective messages name.
+  std::shared_ptr<std::atomic<int64_t>> step_ = std::make_shared<std::atomic<int64_t>>(-1);
 
   // One eager backward's progress.
   std::vector<size_t> ready_;          // per bucket: gradients accumulated so far

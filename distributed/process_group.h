@@ -19,8 +19,10 @@ const char* reduce_op_name(ReduceOp op);
 
 // Options of init().
 struct InitOptions {
-  // Bounds the rendezvous, the communicator's creation and every eager collective: past it the
-  // process reports which step stalled and exits, instead of hanging on a dead peer.
+  // Bounds the rendezvous, the communicator's creation, every eager collective and every replay of
+  // a CUDA graph holding collectives: past it what stalled is named (the collective and its context,
+  // or the replayed graph) instead of hanging on a dead peer; the CPU backend throws, NCCL's watchdog
+  // aborts the communicator and exits the process.
   std::chrono::milliseconds timeout = std::chrono::minutes(5);
   // The transport: "nccl" (one CUDA device per process), "cpu" (alias "tcp": ring collectives over
   // TCP sockets on CPU tensors, on one host or several, even where CUDA devices exist) or "auto"

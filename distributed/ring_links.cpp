@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 
+#include "distributed/collective_context.h"
 #include "distributed/store.h"
 #include "tensor/check.h"
 
@@ -95,20 +96,22 @@ RingLinks::RingLinks(int rank, int world_size, TcpStore& store, std::chrono::mil
   }
 }
 
+std::string CollectiveTag::describe() const { return describe_collective(name, sequence, context); }
+
 void RingLinks::mark_broken(const CollectiveTag& tag) {
-  broken_ = std::string(tag.name) + " #" + std::to_string(tag.sequence);
+  broken_ = tag.describe();
   to_next_.close();
   from_prev_.close();
 }
 
 void RingLinks::fail(const CollectiveTag& tag, const std::string& what) {
   mark_broken(tag);
-  TG_FAIL("[distributed] rank ", rank_, ": ", tag.name, " #", tag.sequence, " ", what);
+  TG_FAIL("[distributed] rank ", rank_, ": ", tag.describe(), " ", what);
 }
 
 void RingLinks::exchange(const CollectiveTag& tag, const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
                          const std::function<void(size_t)>& on_received) {
-  TG_CHECK(broken_.empty(), "[distributed] rank ", rank_, ": ", tag.name, " #", tag.sequence, " cannot run: ", broken_,
+  TG_CHECK(broken_.empty(), "[distributed] rank ", rank_, ": ", tag.describe(), " cannot run: ", broken_,
            " failed before it and the ranks are out of step (expected a new process group after a failed collective)");
   const auto* out = static_cast<const char*>(send);
   auto* in = static_cast<char*>(recv);

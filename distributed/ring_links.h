@@ -16,10 +16,13 @@ namespace tg::distributed {
 
 class TcpStore;
 
-// The collective a transfer belongs to, for error messages ("all_reduce #7").
+// The collective a transfer belongs to, for error messages ("all_reduce #7 (DDP bucket 0 of 2, step 3)").
 struct CollectiveTag {
   const char* name = "";
   int64_t sequence = 0;
+  std::string context;  // CollectiveContext::describe() of the caller's context; may be empty
+
+  std::string describe() const;
 };
 
 // The ring connections of one rank. Not thread-safe: the communicator serializes its calls.

@@ -76,6 +76,8 @@ void ShardedGradientBuckets::launch_ready() {
     }
     if (bucket.size > used) parts.push_back(zeros({bucket.size - used}, {.dtype = g.dtype, .device = g.device}));
     const int64_t block = bucket.size / world;
+    if (next_ == 0) ++*step_;
+    const CollectiveContextScope context({"ZeRO reduce-scatter, " + owner_.describe_bucket(gi, b), step_});
     const Tensor mine = reduce_scatter(cat(parts).view({world, block}), ReduceOp::Avg, owner_.group_);
     const Tensor& shard = owner_.shard_params_[gi];
     Tensor grad = shard.grad();

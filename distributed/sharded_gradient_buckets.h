@@ -3,6 +3,8 @@
 // docs/sharded_optimizer.md.
 #pragma once
 
+#include <atomic>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,6 +44,8 @@ class ShardedGradientBuckets {
   std::vector<size_t> ready_;                     // per slot: gradients accumulated this backward
   std::vector<bool> got_grad_;                    // per parameter, this backward
   size_t next_ = 0;                               // the next slot to reduce
+  // The backward whose reductions run or ran last (from 0; -1 before the first): named by messages.
+  std::shared_ptr<std::atomic<int64_t>> step_ = std::make_shared<std::atomic<int64_t>>(-1);
 };
 
 }  // namespace tg::distributed

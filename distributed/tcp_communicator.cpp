@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "distributed/collective_context.h"
 #include "distributed/communicator.h"
 #include "distributed/ring_links.h"
 #include "distributed/store.h"
@@ -217,7 +218,7 @@ class TcpCommunicator final : public Communicator {
     Header mine{static_cast<uint8_t>(kind), static_cast<uint8_t>(dtype),
                 static_cast<uint8_t>(kind == Kind::kAllReduce || kind == Kind::kReduceScatter ? op : ReduceOp::Sum),
                 root, ++sequence_, numel};
-    const CollectiveTag tag{kind_name(static_cast<uint8_t>(kind)), sequence_};
+    const CollectiveTag tag{kind_name(static_cast<uint8_t>(kind)), sequence_, current_collective_context().describe()};
     const std::string bytes = mine.encode();
     std::string theirs(bytes.size(), '\0');
     links_.exchange(tag, bytes.data(), bytes.size(), theirs.data(), theirs.size());
@@ -225,7 +226,8 @@ class TcpCommunicator final : public Communicator {
       links_.mark_broken(tag);
       const std::string other = theirs.compare(0, 4, "TGCH") == 0 ? "rank " + std::to_string(links_.prev()) + " issued " + Header::decode(theirs).describe()
                                                                    : "rank " + std::to_string(links_.prev()) + " sent something else";
-      TG_FAIL("[distributed] rank ", links_.rank(), " issued ", mine.describe(), " but ", other,
+      TG_FAIL("[distributed] rank ", links_.rank(), " issued ", mine.describe(),
+              tag.context.empty() ? "" : " (" + tag.context + ")", " but ", other,
               ": expected every rank to issue the same collectives, in the same order, on tensors of the same size "
               "and dtype");
     }

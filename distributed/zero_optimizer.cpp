@@ -130,6 +130,7 @@ void ZeroRedundancyOptimizer::update(const TensorList& grads) {
     // Every rank skips together: each saw only its gradients (or its shard of them). The maximum is
     // written into the flag itself, so that GradScaler's scale update, which reads it, agrees too.
     Tensor flag = skip_if_;
+    const CollectiveContextScope context({"ZeRO skip flag", nullptr});
     all_reduce_(flag, ReduceOp::Max, group_);
   }
   inner_->set_skip_if(skip_if_);
@@ -160,6 +161,7 @@ TensorList ZeroRedundancyOptimizer::reduce_scatter_grads(const TensorList& grads
       if (bucket.size > used) parts.push_back(zeros({bucket.size - used}, {.dtype = g.dtype, .device = g.device}));
       const Tensor flat = cat(parts);
       const int64_t block = bucket.size / world;
+      const CollectiveContextScope context({"ZeRO reduce-scatter, " + describe_bucket(gi, b), nullptr});
       blocks.push_back(pre_averaged_ ? flat.narrow(0, rank * block, block)
                                      : reduce_scatter(flat.view({world, block}), ReduceOp::Avg, group_));
     }
@@ -178,6 +180,7 @@ void ZeroRedundancyOptimizer::clip_(const TensorList& shard_grads) {
     const Tensor s = sum(mul(x, x)).to(last_grad_norm_.device());
     squares = squares.defined() ? add(squares, s) : s;
   }
+  const CollectiveContextScope context({"ZeRO gradient norm", nullptr});
   const Tensor total = sqrt(all_reduce(squares, ReduceOp::Sum, group_));
   const Tensor limit = max_grad_norm_.on(total.device()).to(acc);
   const Tensor coef = clamp(div(limit, add(total, 1e-6)), std::nullopt, 1.0);
@@ -200,6 +203,11 @@ void ZeroRedundancyOptimizer::refresh_shards() {
   }
 }
 
+std::string ZeroRedundancyOptimizer::describe_bucket(size_t group, size_t bucket) const {
+  return "group " + std::to_string(group) + " bucket " + std::to_string(bucket) + " of " +
+         std::to_string(layout_.groups[group].buckets.size());
+}
+
 void ZeroRedundancyOptimizer::gather_params() {
   const int world = group_->world_size();
   for (size_t gi = 0; gi < layout_.groups.size(); ++gi) {
@@ -208,6 +216,7 @@ void ZeroRedundancyOptimizer::gather_params() {
     for (size_t b = 0; b < g.buckets.size(); ++b) {
       const ZeroBucket& bucket = g.buckets[b];
       const int64_t block = bucket.size / world;
+      const CollectiveContextScope context({"ZeRO all-gather, " + describe_bucket(gi, b), nullptr});
       const Tensor full = all_gather(shard.narrow(0, layout_.shard_offset(gi, b), block), group_).view({bucket.size});
       for (size_t m = 0; m < g.members.size(); ++m) {
         if (g.bucket_of[m] != b) continue;

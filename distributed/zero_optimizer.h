@@ -131,6 +131,8 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   void refresh_shards();
   // Writes the updated shards into the parameters (all_gather per bucket).
   void gather_params();
+  // "group 0 bucket 2 of 3": names a bucket's collectives in the messages of a stalled one.
+  std::string describe_bucket(size_t group, size_t bucket) const;
   // This rank's shard of a full state dict, in the wrapped optimizer's format over the shard params.
   std::map<std::string, Tensor> shard_dict(const std::map<std::string, Tensor>& full) const;
   // The full state dict from every rank's shard dict (in the same order as the ranks).

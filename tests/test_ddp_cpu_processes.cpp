@@ -1,7 +1,8 @@
 // DistributedDataParallel on the CPU backend, across processes started by tgrun: two ranks on one
 // host, and two "hosts" (two tgrun, --nnodes 2) on loopback, end with the parameters of a
 // one-process run on the whole batches, eagerly and compiled (aot_eager); a rank killed on one host
-// makes the other host's rank fail naming it.
+// makes the other host's rank fail naming it; a rank that stops calling collectives makes the others
+// time out naming the collective, its DDP bucket and the step, and every rank exits.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -92,5 +93,25 @@ TEST(DdpCpuProcesses, RankKilledOnOneHostFailsTheOtherNamingIt) {
   EXPECT_NE(r0.output.find("lost rank 1"), std::string::npos) << r0.output;
   EXPECT_LT(r0.seconds, 30.0);
 }
+
+// Rank 1 stops calling collectives at step 3 (it sleeps for a minute); with a 3 s timeout rank 0
+// fails in its next collective naming it, and tgrun stops rank 1: every rank exits within seconds.
+void expect_named_hang(const std::string& mode) {
+  const ProcessResult r =
+      finish(start("env TG_TEST_TIMEOUT_MS=3000 " + kTgrun + " --nproc-per-node 2 " + kWorker + " hang 3 " + mode));
+  std::printf("%s", r.output.c_str());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_LT(r.seconds, 20.0) << r.output;  // 3 s of timeout, start-up and the stop; not the minute of sleep
+  EXPECT_NE(r.output.find("rank 1: stops calling collectives at step 3"), std::string::npos) << r.output;
+  // The first bucket of the step (buckets go out in order), at step 3, waiting for rank 1.
+  for (const char* part : {"rank 0: all_reduce #", " (DDP bucket 0 of 3, step 3) timed out after 3 s waiting for data "
+                           "from rank 1", "tgrun: rank 0 (pid"})
+    EXPECT_NE(r.output.find(part), std::string::npos) << "missing '" << part << "' in\n" << r.output;
+  EXPECT_NE(r.output.find("exited with code 1; stopping the other ranks"), std::string::npos) << r.output;
+}
+
+TEST(DdpCpuProcesses, RankThatStopsCallingCollectivesIsNamedEagerly) { expect_named_hang("eager"); }
+
+TEST(DdpCpuProcesses, RankThatStopsCallingCollectivesIsNamedInACompiledBackward) { expect_named_hang("aot_eager"); }
 
 }  // namespace

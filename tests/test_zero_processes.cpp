@@ -1,10 +1,12 @@
 // ZeroRedundancyOptimizer in separate processes started by tgrun: two ranks on two GPUs (NCCL), or on
 // the CPU backend where the machine has no GPU (skipped with exactly one). Stages 1 and 2, eager and
 // compiled, equal DistributedDataParallel; a checkpoint saved by two ranks resumes on one and on two
-// with the losses of the uninterrupted run.
+// with the losses of the uninterrupted run; a rank that stops calling collectives is named by the
+// other with the reduce-scatter bucket and step it waited in.
 #include <gtest/gtest.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -92,6 +94,21 @@ TEST(ZeroProcesses, CheckpointOfTwoRanksResumesOnOneAndTwo) {
     }
     fs::remove_all(dir);
   }
+}
+
+// Rank 1 sleeps at step 3; with a 5 s timeout rank 0 fails in the step's first gradient
+// reduce-scatter (NCCL's watchdog, or the CPU backend's timeout), and tgrun stops rank 1.
+TEST(ZeroProcesses, RankThatStopsCallingCollectivesIsNamedWithItsBucket) {
+  TG_REQUIRE_TWO_GPUS_OR_NONE();
+  const auto start = std::chrono::steady_clock::now();
+  const ProcessResult r = run_command("timeout -s KILL 90 env TG_TEST_TIMEOUT_MS=5000 " + launch(2) + " hang 3");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("%s", r.output.c_str());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_LT(seconds, 40.0) << r.output;
+  for (const char* part : {"rank 1: stops calling collectives at step 3", "reduce_scatter #",
+                           " (ZeRO reduce-scatter, group 0 bucket ", ", step 3)", "tgrun: rank 0 (pid"})
+    EXPECT_NE(r.output.find(part), std::string::npos) << "missing '" << part << "' in\n" << r.output;
 }
 
 }  // namespace

@@ -1,19 +1,19 @@
-// NCCL behind a process group: the communicator, its stream, and a watchdog that turns a stalled
-// collective (a dead or hung peer) into an error message and an exit instead of a hang.
-// See Note [Data-parallel internals] in docs/data_parallel.md.
+// NCCL behind a process group: the communicator, its stream, and a watchdog (nccl_watchdog.h) that
+// turns a stalled collective (a dead or hung peer) into an error message and an exit instead of a
+// hang. See Note [Data-parallel internals] and Note [Named hangs] in docs/data_parallel.md.
 #include <nccl.h>
 
-#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
 
+#include "distributed/collective_context.h"
 #include "distributed/communicator.h"
+#include "distributed/cuda/nccl_watchdog.h"
 #include "distributed/store.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/device_guard.h"
@@ -60,87 +60,6 @@ bool capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
-// Watches eager collectives and the communicator's asynchronous errors from a thread of its own.
-// Replays of captured graphs are not watched (their launches are host-invisible); a launcher that
-// stops the other ranks when one dies covers those.
-class Watchdog {
- public:
-  Watchdog(int rank, std::chrono::milliseconds timeout) : rank_(rank), timeout_(timeout) {}
-  ~Watchdog() { stop(); }
-
-  void start(ncclComm_t comm) {
-    comm_ = comm;
-    thread_ = std::thread([this] { loop(); });
-  }
-  void stop() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    if (thread_.joinable()) thread_.join();
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (Item& item : items_) cudaEventDestroy(item.done);
-    items_.clear();
-  }
-  // Watches the work queued on `stream` so far, named `what`.
-  void watch(const char* what, cudaStream_t stream) {
-    cudaEvent_t done = nullptr;
-    TG_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-    TG_CUDA_CHECK(cudaEventRecord(done, stream));
-    std::lock_guard<std::mutex> lock(mutex_);
-    items_.push_back(Item{done, what, ++sequence_, std::chrono::steady_clock::now()});
-  }
-
- private:
-  struct Item {
-    cudaEvent_t done;
-    const char* what;
-    int64_t sequence;
-    std::chrono::steady_clock::time_point queued;
-  };
-
-  [[noreturn]] void fail(const std::string& why) {
-    std::fprintf(stderr, "[distributed] rank %d: %s; aborting the communicator and exiting\n", rank_, why.c_str());
-    std::fflush(stderr);
-    ncclCommAbort(comm_);
-    std::_Exit(1);
-  }
-
-  void loop() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!stopping_) {
-      wake_.wait_for(lock, std::chrono::milliseconds(100));
-      if (stopping_) break;
-      while (!items_.empty() && cudaEventQuery(items_.front().done) == cudaSuccess) {
-        cudaEventDestroy(items_.front().done);
-        items_.pop_front();
-      }
-      ncclResult_t async_error = ncclSuccess;
-      if (ncclCommGetAsyncError(comm_, &async_error) == ncclSuccess && async_error != ncclSuccess &&
-          async_error != ncclInProgress)
-        fail(std::string("NCCL reported an asynchronous error: ") + ncclGetErrorString(async_error) +
-             " (a peer rank probably died)");
-      if (!items_.empty() && std::chrono::steady_clock::now() - items_.front().queued > timeout_) {
-        const Item& late = items_.front();
-        fail(std::string("collective ") + late.what + " #" + std::to_string(late.sequence) + " did not complete within " +
-             std::to_string(timeout_.count() / 1000.0) + " s (a peer rank died, hangs, or issued a different " +
-             "collective)");
-      }
-    }
-  }
-
-  int rank_;
-  std::chrono::milliseconds timeout_;
-  ncclComm_t comm_ = nullptr;
-  std::thread thread_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<Item> items_;
-  int64_t sequence_ = 0;
-  bool stopping_ = false;
-};
-
 // Bounds a blocking step (communicator creation) that has no event to watch.
 class Deadline {
  public:
@@ -173,7 +92,7 @@ class Deadline {
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(int rank, int world_size, int device, TcpStore* store, std::chrono::milliseconds timeout)
-      : device_(device), watchdog_(rank, timeout) {
+      : device_(device), watchdog_(std::make_shared<NcclWatchdog>(rank, device, timeout)) {
     cuda::DeviceGuard on_device(device_);
     ncclUniqueId id;
     const std::string key = "tg/nccl_unique_id";
@@ -192,11 +111,11 @@ class NcclCommunicator final : public Communicator {
       Deadline bounded(rank, timeout, "creating the NCCL communicator");
       TG_NCCL_CHECK(ncclCommInitRank(&comm_, world_size, id, rank));
     }
-    watchdog_.start(comm_);
+    watchdog_->start(comm_);
   }
 
   ~NcclCommunicator() override {
-    watchdog_.stop();
+    watchdog_->stop();
     cuda::DeviceGuard on_device(device_);
     cudaStreamSynchronize(stream_);
     ncclCommDestroy(comm_);
@@ -253,7 +172,11 @@ class NcclCommunicator final : public Communicator {
     cuda::DeviceGuard on_device(device_);
     cuda::fork_to(stream_);
     TG_NCCL_CHECK(call());
-    if (!capturing(stream_)) watchdog_.watch(what, stream_);
+    // Inside a capture nothing runs yet: the graph's executor tells the watchdog of each replay.
+    if (capturing(stream_))
+      note_captured_work(watchdog_, std::make_shared<CapturedCollective>(what, current_collective_context()));
+    else
+      watchdog_->watch(what, current_collective_context().describe(), stream_);
     cuda::note_forked_work(stream_, std::move(operands));
     if (!async) cuda::join_forked_work();
   }
@@ -261,7 +184,7 @@ class NcclCommunicator final : public Communicator {
   int device_;
   cudaStream_t stream_ = nullptr;
   ncclComm_t comm_ = nullptr;
-  Watchdog watchdog_;
+  std::shared_ptr<NcclWatchdog> watchdog_;
 };
 
 }  // namespace

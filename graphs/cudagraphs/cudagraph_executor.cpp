@@ -13,6 +13,7 @@
 #include "ops/copy.h"
 #include "ops/dispatch.h"
 #include "ops/factory.h"
+#include "tensor/captured_work.h"
 
 namespace tg::graphs {
 
@@ -38,6 +39,7 @@ struct CudaGraphExecutor::Instance {
   std::vector<std::shared_ptr<OutputBuffer>> buffers;  // the memory of the outputs
   std::vector<std::shared_ptr<void>> recorded_memory;  // the recording's own output storages, until the first replay
   std::vector<MemoryRange> scratch;           // pool memory the replay writes besides its buffers
+  CapturedWork watched;                       // work that sees each replay (collectives, for their watchdog)
 };
 
 // Per captured segment: how often it ran and its recorded instances.
@@ -487,8 +489,10 @@ CudaGraphExecutor::Instance* CudaGraphExecutor::record(SegmentState& state, cons
     return outputs;
   };
   if (std::find(seg.on_branch.begin(), seg.on_branch.end(), true) != seg.on_branch.end()) recorder_->prepare_branches();
+  CapturedWorkScope noted;  // communicators note the collectives the recording holds
   auto [graph, outputs] = recorder_->record(body);
   inst->graph = std::move(graph);
+  inst->watched = noted.take();
 
   // Outputs over a static input's memory are passed through; the others get output buffers.
   std::set<const StorageImpl*> static_storages;
@@ -546,6 +550,7 @@ CudaGraphExecutor::Instance* CudaGraphExecutor::record(SegmentState& state, cons
 void CudaGraphExecutor::replay(Instance& inst, const std::vector<std::shared_ptr<void>>& memory, const Segment& seg,
                                std::vector<Tensor>& env) {
   inst.graph->replay();
+  if (!inst.watched.empty()) inst.watched.replayed(where());  // an event and a queue entry per watcher
   count(&CompileCounters::replays);
   count(&CompileCounters::replayed_kernels, inst.graph->kernels());
   ++report_.replays;

@@ -4,11 +4,19 @@
 //                         the whole batch, and the compiled backward must hold the reductions.
 //   ddp_worker die AT     eager training where rank 1 kills itself at step AT (the launcher must stop
 //                         rank 0, which waits in a collective).
+//   ddp_worker hang AT MODE
+//                         training (MODE eager or cudagraphs) where rank 1 stops calling collectives
+//                         at step AT (it sleeps for a minute): rank 0's watchdog must name what it
+//                         waited in (the collective and its bucket, or the replayed graph and the
+//                         last step whose replay completed) and exit; tgrun then stops rank 1.
 // Prints one line per check and exits non-zero on a mismatch.
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "distributed/collectives.h"
 #include "distributed/ddp.h"
@@ -122,15 +130,53 @@ int die_at(int at) {
   }
 }
 
+int hang_at(int at, const std::string& mode) {
+  auto group = distributed::default_group();
+  const int rank = group->rank(), world = group->world_size();
+  const Device device = group->device();
+  // Three buckets (the caps are a few KiB), so the messages name one of several.
+  auto ddp = std::make_shared<nn::DistributedDataParallel>(
+      make_mlp(device), nn::DistributedDataParallelOptions{.bucket_cap_mb = 0.004, .first_bucket_cap_mb = 0.001});
+  optim::SGD sgd(ddp->parameters(), {.lr = 0.05});
+  auto loss_fn = [ddp](const Tensor& x, const Tensor& y) { return cross_entropy((*ddp)(x), y); };
+  Compiled<decltype(loss_fn)> compiled(loss_fn, {.backend = "cudagraphs"});
+  optim::CompiledStep compiled_step(sgd);
+  Tensor x_static = zeros({kRowsPerRank, 16}, {.device = device});
+  Tensor y_static = zeros({kRowsPerRank}, {.dtype = kInt64, .device = device});
+  for (int step = 0;; ++step) {
+    if (rank == 1 && step == at) {
+      std::printf("rank 1: stops calling collectives at step %d\n", step);
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::minutes(1));
+      return 3;
+    }
+    auto [x, y] = global_batch(step, world);
+    x_static.copy_(x.narrow(0, rank * kRowsPerRank, kRowsPerRank));
+    y_static.copy_(y.narrow(0, rank * kRowsPerRank, kRowsPerRank));
+    sgd.zero_grad();
+    if (mode == "cudagraphs") {
+      compiled(x_static, y_static).backward();
+      compiled_step.step();
+    } else {
+      loss_fn(x_static, y_static).backward();
+      sgd.step();
+    }
+    cuda::synchronize(device.index);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    distributed::init();
+    distributed::InitOptions options;
+    if (const char* ms = std::getenv("TG_TEST_TIMEOUT_MS")) options.timeout = std::chrono::milliseconds(std::atoi(ms));
+    distributed::init(options);
     const std::string what = argc > 1 ? argv[1] : "parity";
     int rc = 2;
     if (what == "parity") rc = parity();
     if (what == "die" && argc > 2) rc = die_at(std::atoi(argv[2]));
+    if (what == "hang" && argc > 3) rc = hang_at(std::atoi(argv[2]), argv[3]);
     distributed::destroy();
     return rc;
   } catch (const std::exception& e) {

@@ -6,11 +6,16 @@
 //   zero_worker save DIR STAGE    13 steps, a sharded checkpoint (and the model) in DIR after step 2;
 //                                 rank 0 prints the whole batch's loss of steps 3..12.
 //   zero_worker resume DIR STAGE  loads DIR and trains steps 3..12, printing the same losses.
+//   zero_worker hang AT           stage 2, eager; rank 1 stops calling collectives at step AT (it
+//                                 sleeps for a minute): rank 0 must fail naming the reduce-scatter
+//                                 bucket and the step it waited in.
 // Prints one line per check ("zero-loss STEP VALUE" for losses) and exits non-zero on a mismatch.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "distributed/zero_optimizer.h"
 #include "tapegraph.h"
@@ -136,15 +141,40 @@ int train(const std::string& dir, int stage, bool resume) {
   return 0;
 }
 
+int hang_at(int at) {
+  auto group = distributed::default_group();
+  const int rank = group->rank(), world = group->world_size();
+  const Device device = group->device();
+  auto model = make_mlp(device);
+  distributed::ZeroRedundancyOptimizer zero(model->parameters(), distributed::optimizer_class<optim::AdamW>(kAdam),
+                                            {.stage = 2, .bucket_cap_mb = 0.01});
+  for (int s = 0;; ++s) {
+    if (rank == 1 && s == at) {
+      std::printf("rank 1: stops calling collectives at step %d\n", s);
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::minutes(1));
+      return 3;
+    }
+    auto [x, y] = local_batch(s, rank, world, device);
+    zero.zero_grad();
+    cross_entropy((*model)(x), y).backward();
+    zero.step();
+    (void)model->parameters()[0].sum().item<double>();  // one step at a time
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    distributed::init();
+    distributed::InitOptions options;
+    if (const char* ms = std::getenv("TG_TEST_TIMEOUT_MS")) options.timeout = std::chrono::milliseconds(std::atoi(ms));
+    distributed::init(options);
     const std::string what = argc > 1 ? argv[1] : "parity";
     int rc = 2;
     if (what == "parity") rc = parity();
     if ((what == "save" || what == "resume") && argc > 3) rc = train(argv[2], std::atoi(argv[3]), what == "resume");
+    if (what == "hang" && argc > 2) rc = hang_at(std::atoi(argv[2]));
     distributed::destroy();
     return rc;
   } catch (const std::exception& e) {

@@ -6,11 +6,16 @@
 //                           compiled backward must hold the bucket reductions.
 //   ddp_cpu_worker die AT   eager training where rank 1 kills itself at step AT; the others must
 //                           fail in a collective naming the lost rank.
+//   ddp_cpu_worker hang AT [aot_eager]
+//                           training (eager, or compiled) where rank 1 stops calling collectives at
+//                           step AT (it sleeps for a minute); the others must time out naming the
+//                           collective, its DDP bucket and the step.
 // Prints one line per check and exits non-zero on a mismatch.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "distributed/collectives.h"
 #include "distributed/ddp.h"
@@ -108,6 +113,27 @@ int die_at(int at) {
   }
 }
 
+int hang_at(int at, const std::string& mode) {
+  auto group = distributed::default_group();
+  auto ddp = std::make_shared<nn::DistributedDataParallel>(
+      make_mlp(), nn::DistributedDataParallelOptions{.bucket_cap_mb = 0.004, .first_bucket_cap_mb = 0.001});
+  optim::SGD sgd(ddp->parameters(), {.lr = 0.05});
+  auto loss_fn = [ddp](const Tensor& x, const Tensor& y) { return cross_entropy((*ddp)(x), y); };
+  Compiled<decltype(loss_fn)> compiled(loss_fn, {.backend = "aot_eager"});
+  for (int step = 0;; ++step) {
+    if (group->rank() == 1 && step == at) {
+      std::printf("rank 1: stops calling collectives at step %d\n", step);
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::minutes(1));
+      return 3;
+    }
+    auto [x, y] = global_batch(step);
+    sgd.zero_grad();
+    (mode == "aot_eager" ? compiled(x, y) : loss_fn(x, y)).backward();
+    sgd.step();
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -120,6 +146,7 @@ int main(int argc, char** argv) {
     int rc = 2;
     if (what == "parity") rc = parity();
     if (what == "die" && argc > 2) rc = die_at(std::atoi(argv[2]));
+    if (what == "hang" && argc > 2) rc = hang_at(std::atoi(argv[2]), argc > 3 ? argv[3] : "eager");
     distributed::destroy();
     return rc;
   } catch (const std::exception& e) {
