@@ -301,6 +301,36 @@ TEST(DistributedDataParallel, ReductionsAreScheduledAsSoonAsTheirGradientsExist)
   EXPECT_LT(collectives[0], matmuls.back()) << "the first bucket waits for no later matmul: " << order;
 }
 
+TEST(DistributedDataParallel, ConversionsBackComeAfterTheBackwardsWork) {
+  // With reduce_dtype the reductions still start early; the bucket_casts (which wait for them) come
+  // after every matmul of the backward, so waiting does not stall the rest of the backward.
+  auto m = std::make_shared<nn::Sequential>();
+  m->push_back(std::make_shared<nn::Linear>(64, 1024));
+  m->push_back(std::make_shared<nn::ReLU>());
+  m->push_back(std::make_shared<nn::Linear>(1024, 512));
+  nn::DistributedDataParallel ddp(m, {.process_group = default_group(), .first_bucket_cap_mb = 0.5,
+                                      .reduce_dtype = kBFloat16});
+  ASSERT_EQ(ddp.bucket_names().size(), 2u);
+  auto f = [&ddp](const Tensor& x) { return ddp(x).sum(); };
+  Compiled<decltype(f)> compiled(f, {.backend = "aot_eager"});
+  compiled(randn({4, 64})).backward();
+  const graphs::Graph& bw = compiled.last_partition()->backward;
+  std::vector<size_t> collectives, casts, matmuls;
+  std::string order;
+  for (size_t i = 0; i < bw.nodes.size(); ++i) {
+    const std::string_view name = bw.nodes[i].op->name();
+    order += std::string(name) + " ";
+    if (name == "bucket_average") collectives.push_back(i);
+    if (name == "bucket_cast") casts.push_back(i);
+    if (name == "mm" || name == "matmul" || name == "addmm") matmuls.push_back(i);
+  }
+  ASSERT_EQ(collectives.size(), 2u) << order;
+  ASSERT_EQ(casts.size(), 2u) << order;
+  ASSERT_FALSE(matmuls.empty());
+  EXPECT_LT(collectives[0], matmuls.back()) << order;
+  EXPECT_GT(casts.front(), std::max(collectives.back(), matmuls.back())) << order;
+}
+
 TEST(DistributedDataParallel, UnusedParameterIsAnErrorAtTheNextForward) {
   auto m = make_mlp(kCPU);
   nn::DistributedDataParallel ddp(m);
