@@ -130,12 +130,14 @@ int main(int argc, char** argv) {
     zero = z.get();
     opt = std::move(z);
   } else {
-    if (mode == "ddp")
-      model = std::make_shared<tg::nn::DistributedDataParallel>(
-          model, tg::nn::DistributedDataParallelOptions{.bucket_cap_mb = env_double("TG_DDP_BUCKET_MB", 25.0),
-                                                        .first_bucket_cap_mb = env_double("TG_DDP_FIRST_BUCKET_MB", 1.0),
-                                                        .last_bucket_cap_mb = env_double("TG_DDP_LAST_BUCKET_MB", 0.0),
-                                                        .reduce_dtype = env_reduce_dtype()});
+    if (mode == "ddp") {
+      const tg::nn::DistributedDataParallelOptions ddp{
+          .bucket_cap_mb = env_double("TG_DDP_BUCKET_MB", 25.0),
+          .first_bucket_cap_mb = env_double("TG_DDP_FIRST_BUCKET_MB", 1.0),
+          .last_bucket_cap_mb = env_double("TG_DDP_LAST_BUCKET_MB", 0.0),
+          .reduce_dtype = env_reduce_dtype()};
+      model = std::make_shared<tg::nn::DistributedDataParallel>(model, ddp);
+    }
     opt = std::make_unique<tg::optim::AdamW>(model->parameters(), adamw);
   }
 

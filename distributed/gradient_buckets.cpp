@@ -12,7 +12,9 @@ namespace tg::distributed {
 
 GradientBuckets::GradientBuckets(std::vector<nn::NamedTensor> params, std::shared_ptr<ProcessGroup> group,
                                  double first_cap_mb, double cap_mb)
-    : GradientBuckets(std::move(params), std::move(group), BucketOptions{.first_cap_mb = first_cap_mb, .cap_mb = cap_mb, .last_cap_mb = 0.0, .reduce_dtype = std::nullopt}) {}
+    : GradientBuckets(std::move(params), std::move(group),
+                      BucketOptions{.first_cap_mb = first_cap_mb, .cap_mb = cap_mb, .last_cap_mb = 0.0,
+                                    .reduce_dtype = std::nullopt}) {}
 
 GradientBuckets::GradientBuckets(std::vector<nn::NamedTensor> params, std::shared_ptr<ProcessGroup> group,
                                  const BucketOptions& options)

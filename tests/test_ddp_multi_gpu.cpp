@@ -58,8 +58,9 @@ TEST(DdpTwoGpus, ReduceDtypeAveragesInTheReduceDtype) {
   const ProcessResult r = run_command("NCCL_NVLS_ENABLE=0 " + kLaunch + " reduce_dtype");
   std::printf("%s", r.output.c_str());
   EXPECT_EQ(r.status, 0) << r.output;
-  for (const char* line : {"rank 0 eager float32 reduced in bfloat16: worst", "rank 1 cudagraphs float32 reduced in bfloat16: worst",
-                           "rank 0 cudagraphs bfloat16 reduced in float32: worst", "rank 1 eager bfloat16 reduced in float32: worst"})
+  for (const char* line :
+       {"rank 0 eager float32 reduced in bfloat16: worst", "rank 1 cudagraphs float32 reduced in bfloat16: worst",
+        "rank 0 cudagraphs bfloat16 reduced in float32: worst", "rank 1 eager bfloat16 reduced in float32: worst"})
     EXPECT_NE(r.output.find(line), std::string::npos) << "missing '" << line << "' in\n" << r.output;
   EXPECT_EQ(r.output.find("MISMATCH"), std::string::npos);
 }

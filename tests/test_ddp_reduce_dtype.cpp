@@ -154,8 +154,8 @@ TEST(DdpReduceDtype, TheBucketsTravelInTheReduceDtype) {
   const Tensor x = randn({kRows, 6}).to(kBFloat16);
   const auto errors = testing::run_ranks_collecting(2, [&](ProcessGroup& group) {
     const int r = group.rank();
-    nn::DistributedDataParallel ddp(models[r], {.process_group = handle(group),
-                                                .reduce_dtype = r == 0 ? std::optional<DType>(kFloat32) : std::nullopt});
+    const std::optional<DType> reduce_dtype = r == 0 ? std::optional<DType>(kFloat32) : std::nullopt;
+    nn::DistributedDataParallel ddp(models[r], {.process_group = handle(group), .reduce_dtype = reduce_dtype});
     loss_of(ddp, rows(x, r, 2)).backward();
   });
   std::string messages;
