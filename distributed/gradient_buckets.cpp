@@ -159,7 +159,13 @@ void GradientBuckets::expect_reduced(const std::vector<std::shared_ptr<TensorImp
     reduced_in_graph_[k] = true;
     if (!local_only_[k]) continue;
     Tensor g = params_[k].second.grad();
-    if (g.defined()) all_reduce_(g, ReduceOp::Avg, group_);
+    if (g.defined() && g.dtype() == wire_dtype(k)) {
+      all_reduce_(g, ReduceOp::Avg, group_);
+    } else if (g.defined()) {  // averaged in reduce_dtype, as the buckets are
+      Tensor wire = g.to(wire_dtype(k));
+      all_reduce_(wire, ReduceOp::Avg, group_);
+      g.copy_(wire);
+    }
     local_only_[k] = false;
   }
 }

@@ -130,6 +130,34 @@ TEST(DdpReduceDtype, TheUnsetDefaultReducesInTheGradientsDtype) {
   for (bool compiled : {false, true}) expect_reduction(kFloat32, std::nullopt, 2, compiled);
 }
 
+TEST(DdpReduceDtype, GradientsAccumulatedUnderNoSyncAreAveragedInTheReduceDtype) {
+  // A micro-batch under no_sync(), then a synchronized compiled one: the local sum of the first is
+  // averaged in bfloat16 before the graph's (also bfloat16) average of the second is added.
+  const int world = 2;
+  manual_seed(6);
+  const Tensor x1 = randn({kRows, 6}), x2 = randn({kRows, 6});
+  const TensorList first = expected_average(local_grads(kFloat32, x1, world, true), kBFloat16, kFloat32);
+  const TensorList second = expected_average(local_grads(kFloat32, x2, world, true), kBFloat16, kFloat32);
+  std::vector<std::shared_ptr<nn::Sequential>> models;
+  for (int r = 0; r < world; ++r) models.push_back(make_mlp(kFloat32));
+  run_ranks(world, [&](ProcessGroup& group) {
+    const int r = group.rank();
+    auto ddp = std::make_shared<nn::DistributedDataParallel>(
+        models[r], nn::DistributedDataParallelOptions{.process_group = handle(group), .reduce_dtype = kBFloat16});
+    auto f = [&ddp](const Tensor& in) { return loss_of(*ddp, in); };
+    Compiled<decltype(f)> c(f, {.backend = "aot_eager"});
+    {
+      auto no_sync = ddp->no_sync();
+      c(rows(x1, r, world)).backward();
+    }
+    c(rows(x2, r, world)).backward();
+    const TensorList params = ddp->parameters();
+    for (size_t k = 0; k < params.size(); ++k)
+      EXPECT_EQ(max_abs_diff(params[k].grad(), first[k].to(kFloat64) + second[k].to(kFloat64)), 0.0)
+          << "rank " << r << " parameter " << k;
+  });
+}
+
 TEST(DdpReduceDtype, CompressionRoundsTheAverageToBFloat16) {
   // The check the comparisons above rest on: compressed averages are bfloat16 numbers and differ
   // from the float32 average, so a reduction that ignored reduce_dtype would fail them.
