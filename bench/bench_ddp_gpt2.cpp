@@ -170,7 +170,8 @@ int main(int argc, char** argv) {
   if (rank == 0 && mode == "ddp") {
     const auto buckets = std::static_pointer_cast<tg::nn::DistributedDataParallel>(model)->bucket_names();
     std::string last;
-    for (const std::string& name : buckets.back()) last += (last.empty() ? "" : ", ") + name;
+    for (size_t i = 0; i < buckets.back().size() && i < 4; ++i) last += (i == 0 ? "" : ", ") + buckets.back()[i];
+    if (buckets.back().size() > 4) last += ", ... (" + std::to_string(buckets.back().size()) + " parameters)";
     std::printf("ddp: %zu buckets, reduce dtype %s; the last one reduced: %s\n", buckets.size(),
                 env_reduce_dtype() ? std::string(tg::dtype_name(*env_reduce_dtype())).c_str() : "the gradients'",
                 last.c_str());
