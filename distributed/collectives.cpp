@@ -5,6 +5,7 @@
 
 #include "distributed/collective_context.h"
 #include "ops/dispatch.h"
+#include "tensor/cuda_runtime.h"
 
 namespace tg::distributed {
 namespace {
@@ -164,6 +165,32 @@ class BucketAverageOp final : public CollectiveOp {
   }
 };
 
+// Converts a bucket's average to another dtype after joining the forked collectives, which its
+// consumers could otherwise read before the reduction is done.
+class BucketCastOp final : public Op {
+ public:
+  explicit BucketCastOp(DType dtype) : dtype_(dtype) {}
+  const OpSchema& schema() const override {
+    static const OpSchema s{.name = "bucket_cast", .flags = kNonDifferentiable};
+    return s;
+  }
+  std::vector<TensorMeta> infer(const TensorList& in) const override {
+    TG_CHECK(in[0].defined(), "[bucket_cast] got an undefined tensor");
+    TG_CHECK(is_floating(in[0].dtype()) && is_floating(dtype_), "[bucket_cast] converts floating dtypes, got ",
+             dtype_name(in[0].dtype()), " to ", dtype_name(dtype_));
+    return single_output(contiguous_meta(in[0].sizes(), dtype_, in[0].device()));
+  }
+  void eval(const TensorList& in, TensorList& out) const override {
+    cuda::join_forked_work();
+    Tensor dst = out[0];
+    dst.copy_(in[0]);
+  }
+  std::string attrs() const override { return std::string("dtype=") + std::string(dtype_name(dtype_)); }
+
+ private:
+  DType dtype_;
+};
+
 }  // namespace
 
 Tensor all_reduce(const Tensor& t, ReduceOp op, std::shared_ptr<ProcessGroup> group) {
@@ -190,6 +217,10 @@ Tensor reduce_scatter(const Tensor& t, ReduceOp op, std::shared_ptr<ProcessGroup
 
 Tensor bucket_average(const TensorList& tensors, std::shared_ptr<ProcessGroup> group) {
   return dispatch1(std::make_shared<const BucketAverageOp>(group_or_default(std::move(group))), tensors);
+}
+
+Tensor bucket_cast(const Tensor& flat, DType dtype) {
+  return dispatch1(std::make_shared<const BucketCastOp>(dtype), {flat});
 }
 
 }  // namespace tg::distributed

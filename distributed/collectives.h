@@ -29,4 +29,9 @@ Tensor reduce_scatter(const Tensor& t, ReduceOp op = ReduceOp::Sum, std::shared_
 // work, which graph executors do before their results are read. A data-parallel bucket.
 Tensor bucket_average(const TensorList& tensors, std::shared_ptr<ProcessGroup> group = nullptr);
 
+// `flat` (a bucket_average's result) converted to `dtype` once the asynchronous collectives queued so
+// far are done: the current stream waits for them first. A bucket reduced in another dtype than its
+// gradients (DistributedDataParallelOptions::reduce_dtype) goes back through it.
+Tensor bucket_cast(const Tensor& flat, DType dtype);
+
 }  // namespace tg::distributed

@@ -37,8 +37,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   std::vector<NamedTensor> trained;
   for (auto& [name, p] : module_->named_parameters())
     if (p.requires_grad()) trained.emplace_back("module." + name, p);
-  buckets_ = std::make_shared<distributed::GradientBuckets>(trained, group, options_.first_bucket_cap_mb,
-                                                            options_.bucket_cap_mb);
+  buckets_ = std::make_shared<distributed::GradientBuckets>(
+      trained, group,
+      distributed::BucketOptions{.first_cap_mb = options_.first_bucket_cap_mb, .cap_mb = options_.bucket_cap_mb,
+                                 .last_cap_mb = options_.last_bucket_cap_mb, .reduce_dtype = options_.reduce_dtype});
   std::weak_ptr<distributed::GradientBuckets> weak = buckets_;
   for (auto& [name, p] : trained) {
     p.impl()->autograd().grad_reducer = buckets_;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,13 @@ struct DistributedDataParallelOptions {
   std::shared_ptr<distributed::ProcessGroup> process_group;  // null: the default group
   double bucket_cap_mb = 25.0;        // gradients reduced together, at most about this many MiB
   double first_bucket_cap_mb = 1.0;   // the first bucket (the last layers' gradients) is smaller, to start early
+  // Above 0: the first parameters (the last gradients of a backward), up to about this many MiB, form
+  // the last bucket of their own, so that little communication remains once the backward ends.
+  double last_bucket_cap_mb = 0.0;
+  // The dtype gradients are averaged in (unset: their own): float32 for bfloat16/float16 gradients
+  // (FSDP's MixedPrecision(reduce_dtype)), or bfloat16 to halve the traffic of float32 gradients
+  // (the bf16_compress hook). Buckets are converted before and converted back after the reduction.
+  std::optional<DType> reduce_dtype;
   bool broadcast_buffers = true;      // every forward starts from rank 0's buffers (BatchNorm statistics)
 };
 

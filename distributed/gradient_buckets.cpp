@@ -12,9 +12,48 @@ namespace tg::distributed {
 
 GradientBuckets::GradientBuckets(std::vector<nn::NamedTensor> params, std::shared_ptr<ProcessGroup> group,
                                  double first_cap_mb, double cap_mb)
-    : params_(std::move(params)), group_(std::move(group)), bucket_of_(params_.size()) {
-  // Reverse registration order; a bucket closes once it reaches its cap, and a new one opens for
-  // every change of dtype or device (one message carries one dtype).
+    : GradientBuckets(std::move(params), std::move(group),
+                      BucketOptions{.first_cap_mb = first_cap_mb, .cap_mb = cap_mb, .last_cap_mb = 0.0,
+                                    .reduce_dtype = std::nullopt}) {}
+
+GradientBuckets::GradientBuckets(std::vector<nn::NamedTensor> params, std::shared_ptr<ProcessGroup> group,
+                                 const BucketOptions& options)
+    : params_(std::move(params)), group_(std::move(group)), bucket_of_(params_.size()),
+      reduce_dtype_(options.reduce_dtype) {
+  TG_CHECK(!reduce_dtype_ || is_floating(*reduce_dtype_), "[DistributedDataParallel] reduce_dtype ",
+           dtype_name(*reduce_dtype_), ": expected a floating dtype (float32, bfloat16, float16 or float64)");
+  TG_CHECK(options.last_cap_mb >= 0, "[DistributedDataParallel] last_bucket_cap_mb ", options.last_cap_mb,
+           ": expected a size >= 0 (0: off)");
+  // The last buckets (reduced after the backward's last kernels, so never overlapped) hold the
+  // fewest first parameters that reach last_cap_mb, unless that would be every parameter.
+  size_t last_count = 0;
+  if (options.last_cap_mb > 0) {
+    double bytes = 0;
+    while (last_count < params_.size() && bytes < options.last_cap_mb * 1024.0 * 1024.0) {
+      const Tensor& p = params_[last_count].second;
+      bytes += static_cast<double>(p.numel() * dtype_size(wire_dtype(last_count)));
+      ++last_count;
+    }
+    if (last_count >= params_.size()) last_count = 0;
+  }
+  std::vector<size_t> main_order, last_order;
+  for (size_t k = params_.size(); k-- > 0;) (k < last_count ? last_order : main_order).push_back(k);
+  fill_buckets(main_order, options.first_cap_mb, options.cap_mb);
+  fill_buckets(last_order, options.last_cap_mb, options.last_cap_mb);
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    for (size_t k : buckets_[b]) bucket_of_[k] = b;
+  ready_.assign(buckets_.size(), 0);
+  averages_.resize(buckets_.size());
+  got_grad_.assign(params_.size(), false);
+  reduced_in_graph_.assign(params_.size(), false);
+  local_only_.assign(params_.size(), false);
+}
+
+DType GradientBuckets::wire_dtype(size_t k) const { return reduce_dtype_.value_or(params_[k].second.dtype()); }
+
+void GradientBuckets::fill_buckets(const std::vector<size_t>& order, double first_cap_mb, double cap_mb) {
+  // A bucket closes once it reaches its cap (PyTorch's rule), and a new one opens for every change
+  // of wire dtype or device (one message carries one dtype).
   double cap = first_cap_mb;
   int64_t bytes = 0;
   std::vector<size_t> current;
@@ -25,24 +64,17 @@ GradientBuckets::GradientBuckets(std::vector<nn::NamedTensor> params, std::share
     bytes = 0;
     cap = cap_mb;
   };
-  for (size_t k = params_.size(); k-- > 0;) {
+  for (size_t k : order) {
     const Tensor& p = params_[k].second;
     if (!current.empty()) {
-      const Tensor& head = params_[current.front()].second;
-      if (head.dtype() != p.dtype() || head.device() != p.device()) close();
+      const size_t head = current.front();
+      if (wire_dtype(head) != wire_dtype(k) || params_[head].second.device() != p.device()) close();
     }
     current.push_back(k);
-    bytes += p.numel() * p.element_size();
+    bytes += p.numel() * dtype_size(wire_dtype(k));
     if (static_cast<double>(bytes) >= cap * 1024.0 * 1024.0) close();
   }
   close();
-  for (size_t b = 0; b < buckets_.size(); ++b)
-    for (size_t k : buckets_[b]) bucket_of_[k] = b;
-  ready_.assign(buckets_.size(), 0);
-  averages_.resize(buckets_.size());
-  got_grad_.assign(params_.size(), false);
-  reduced_in_graph_.assign(params_.size(), false);
-  local_only_.assign(params_.size(), false);
 }
 
 size_t GradientBuckets::index_of(const TensorImpl* leaf) const {
@@ -68,27 +100,54 @@ TensorList GradientBuckets::reduce(const std::vector<std::shared_ptr<TensorImpl>
   std::vector<int64_t> slot_of(params_.size(), -1);
   for (size_t j = 0; j < leaves.size(); ++j) slot_of[index_of(leaves[j].get())] = static_cast<int64_t>(j);
   TensorList reduced(leaves.size());
+  // Buckets whose wire dtype is not their gradients': (flat average, members' parameter indices).
+  std::vector<std::pair<Tensor, std::vector<size_t>>> converted;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const auto& bucket = buckets_[b];
     TensorList members;
-    std::vector<size_t> slots;
+    std::vector<size_t> slots, indices;
+    bool same_dtype = true;
     for (size_t k : bucket) {
       if (slot_of[k] < 0) continue;
       const auto j = static_cast<size_t>(slot_of[k]);
       const Tensor& p = params_[k].second;
+      const DType wire = wire_dtype(k);
+      same_dtype = same_dtype && p.dtype() == wire;
       // A parameter without a gradient still takes its place in the message, as zeros, so that every
       // rank sends the same bytes.
-      members.push_back(grads[j].defined() ? grads[j]
-                                           : zeros(p.sizes(), {.dtype = p.dtype(), .device = p.device()}));
+      const Tensor g = grads[j].defined() ? grads[j] : zeros(p.sizes(), {.dtype = wire, .device = p.device()});
+      members.push_back(g.dtype() == wire ? g : g.to(wire));
       slots.push_back(j);
+      indices.push_back(k);
     }
     if (members.empty()) continue;
     const CollectiveContextScope context(bucket_context(b));  // traced: the node keeps it for every run
     const Tensor flat = bucket_average(members, group_);
+    if (!same_dtype) {
+      converted.emplace_back(flat, std::move(indices));
+      continue;
+    }
     int64_t offset = 0;
     for (size_t i = 0; i < members.size(); ++i) {
       const int64_t n = members[i].numel();
       reduced[slots[i]] = flat.narrow(0, offset, n).view(members[i].sizes());
+      offset += n;
+    }
+  }
+  // Averages in another dtype than their gradients are converted back after every bucket was queued
+  // (bucket_cast waits for the reductions): these nodes stay at the end of the backward, so the
+  // communication still overlaps the backward's other work.
+  for (const auto& [flat, indices] : converted) {
+    const DType grad_dtype = params_[indices.front()].second.dtype();
+    const bool uniform = std::all_of(indices.begin(), indices.end(),
+                                     [&](size_t k) { return params_[k].second.dtype() == grad_dtype; });
+    const Tensor whole = uniform ? bucket_cast(flat, grad_dtype) : Tensor();
+    int64_t offset = 0;
+    for (size_t k : indices) {
+      const Tensor& p = params_[k].second;
+      const int64_t n = p.numel();
+      const Tensor slice = uniform ? whole.narrow(0, offset, n) : bucket_cast(flat.narrow(0, offset, n), p.dtype());
+      reduced[static_cast<size_t>(slot_of[k])] = slice.view(p.sizes());
       offset += n;
     }
   }
@@ -108,7 +167,13 @@ void GradientBuckets::expect_reduced(const std::vector<std::shared_ptr<TensorImp
     if (!local_only_[k]) continue;
     Tensor g = params_[k].second.grad();
     const CollectiveContextScope context({"DDP gradient of " + params_[k].first + " accumulated under no_sync()", step_});
-    if (g.defined()) all_reduce_(g, ReduceOp::Avg, group_);
+    if (g.defined() && g.dtype() == wire_dtype(k)) {
+      all_reduce_(g, ReduceOp::Avg, group_);
+    } else if (g.defined()) {  // averaged in reduce_dtype, as the buckets are
+      Tensor wire = g.to(wire_dtype(k));
+      all_reduce_(wire, ReduceOp::Avg, group_);
+      g.copy_(wire);
+    }
     local_only_[k] = false;
   }
 }
@@ -133,7 +198,10 @@ void GradientBuckets::launch_ready_buckets() {
   NoGradGuard no_grad;
   while (next_bucket_ < buckets_.size() && ready_[next_bucket_] == buckets_[next_bucket_].size()) {
     TensorList grads;
-    for (size_t k : buckets_[next_bucket_]) grads.push_back(params_[k].second.grad());
+    for (size_t k : buckets_[next_bucket_]) {
+      const Tensor g = params_[k].second.grad();
+      grads.push_back(g.dtype() == wire_dtype(k) ? g : g.to(wire_dtype(k)));
+    }
     if (next_bucket_ == 0) ++*step_;  // an eager backward's reductions begin
     const CollectiveContextScope context(bucket_context(next_bucket_));
     averages_[next_bucket_] = bucket_average(grads, group_);
@@ -148,7 +216,7 @@ void GradientBuckets::finish() {
     int64_t offset = 0;
     for (size_t k : buckets_[b]) {
       Tensor g = params_[k].second.grad();
-      g.copy_(averages_[b].narrow(0, offset, g.numel()).view(g.sizes()));
+      g.copy_(averages_[b].narrow(0, offset, g.numel()).view(g.sizes()));  // converts a reduce_dtype back
       offset += g.numel();
       local_only_[k] = false;
     }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,14 @@
 
 namespace tg::distributed {
 
+// How GradientBuckets groups the gradients and in which dtype they travel (DDP's options).
+struct BucketOptions {
+  double first_cap_mb = 1.0;    // the first bucket reduced (the last layers' gradients)
+  double cap_mb = 25.0;         // every other bucket
+  double last_cap_mb = 0.0;     // above 0: the first parameters, up to this size, form the last buckets
+  std::optional<DType> reduce_dtype;  // the dtype the buckets travel and accumulate in (none: the gradients')
+};
+
 // Averages the gradients of a fixed list of parameters over a process group, bucket by bucket.
 // Eager backwards report each accumulated gradient (on_accumulated); a bucket whose gradients are
 // all there is reduced asynchronously, and once the last bucket is queued the current stream waits
@@ -24,6 +33,8 @@ class GradientBuckets final : public GradReducer {
   // `params`: (name, parameter) pairs in registration order; buckets are filled in reverse order.
   GradientBuckets(std::vector<nn::NamedTensor> params, std::shared_ptr<ProcessGroup> group, double first_cap_mb,
                   double cap_mb);
+  GradientBuckets(std::vector<nn::NamedTensor> params, std::shared_ptr<ProcessGroup> group,
+                  const BucketOptions& options);
 
   bool reducing() const override { return sync_.get(); }
   TensorList reduce(const std::vector<std::shared_ptr<TensorImpl>>& leaves, const TensorList& grads) override;
@@ -43,6 +54,11 @@ class GradientBuckets final : public GradReducer {
   // "DDP bucket b of n" with the step counter: what bucket b's reduction is called if it stalls.
   CollectiveContext bucket_context(size_t b) const;
   size_t index_of(const TensorImpl* leaf) const;
+  // The dtype parameter k's gradient travels in.
+  DType wire_dtype(size_t k) const;
+  // Appends the buckets of `order` (parameter indices in reduction order): the first closes at
+  // `first_cap_mb`, the others at `cap_mb`, and a change of wire dtype or device closes one too.
+  void fill_buckets(const std::vector<size_t>& order, double first_cap_mb, double cap_mb);
   void launch_ready_buckets();
   void finish();
 
@@ -50,6 +66,7 @@ class GradientBuckets final : public GradReducer {
   std::shared_ptr<ProcessGroup> group_;
   std::vector<std::vector<size_t>> buckets_;  // parameter indices, in reduction order
   std::vector<size_t> bucket_of_;             // per parameter
+  std::optional<DType> reduce_dtype_;
   Guarded<bool> sync_{"DistributedDataParallel.require_backward_grad_sync", true};
   // The step of the latest synchronized backward (counted from 0; -1 before the first): the step
   // that collective messages name.

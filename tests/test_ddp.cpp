@@ -96,6 +96,99 @@ TEST(DistributedDataParallel, BucketsFollowReverseRegistrationOrderAndCaps) {
   EXPECT_EQ(ddp.named_parameters().front().first, "module.0.weight");
 }
 
+TEST(DistributedDataParallel, LastBucketCapSplitsOffTheFirstParameters) {
+  auto m = std::make_shared<nn::Sequential>();
+  m->push_back(std::make_shared<nn::Linear>(512, 512));   // 1 MiB weight
+  m->push_back(std::make_shared<nn::Linear>(512, 1024));  // 2 MiB weight
+  m->push_back(std::make_shared<nn::Linear>(1024, 8));
+  using Names = std::vector<std::vector<std::string>>;
+  // The fewest first parameters reaching 0.5 MiB (module.0.weight) are reduced last, alone.
+  nn::DistributedDataParallel small_last(m, {.process_group = default_group(), .bucket_cap_mb = 2.5,
+                                             .last_bucket_cap_mb = 0.5});
+  EXPECT_EQ(small_last.bucket_names(),
+            (Names{{"module.2.bias", "module.2.weight", "module.1.bias", "module.1.weight"},
+                   {"module.0.bias"},
+                   {"module.0.weight"}}));
+  // Reaching 1.5 MiB takes module.0 and module.1.weight; a bucket of the last ones closes at the cap too.
+  nn::DistributedDataParallel two_last(m, {.process_group = default_group(), .last_bucket_cap_mb = 1.5});
+  EXPECT_EQ(two_last.bucket_names(),
+            (Names{{"module.2.bias", "module.2.weight", "module.1.bias"},
+                   {"module.1.weight"},
+                   {"module.0.bias", "module.0.weight"}}));
+  // A cap that every parameter together does not reach changes nothing.
+  nn::DistributedDataParallel everything(m, {.process_group = default_group(), .bucket_cap_mb = 2.5,
+                                             .last_bucket_cap_mb = 100});
+  EXPECT_EQ(everything.bucket_names(), (Names{{"module.2.bias", "module.2.weight", "module.1.bias", "module.1.weight"},
+                                              {"module.0.bias", "module.0.weight"}}));
+  EXPECT_THROW_MSG(nn::DistributedDataParallel(m, {.process_group = default_group(), .last_bucket_cap_mb = -1}),
+                   "last_bucket_cap_mb -1: expected a size >= 0");
+}
+
+TEST(DistributedDataParallel, BucketCapsCountTheReduceDtypesBytes) {
+  auto m = std::make_shared<nn::Sequential>();
+  m->push_back(std::make_shared<nn::Linear>(512, 256));   // 0.5 MiB weight in float32
+  m->push_back(std::make_shared<nn::Linear>(256, 1024));  // 1 MiB weight in float32
+  using Names = std::vector<std::vector<std::string>>;
+  nn::DistributedDataParallel float32(m, {.process_group = default_group(), .first_bucket_cap_mb = 0.75});
+  EXPECT_EQ(float32.bucket_names(),
+            (Names{{"module.1.bias", "module.1.weight"}, {"module.0.bias", "module.0.weight"}}));
+  // Travelling as bfloat16, module.1 is 0.5 MiB: the first bucket takes module.0 as well.
+  nn::DistributedDataParallel compressed(m, {.process_group = default_group(), .first_bucket_cap_mb = 0.75,
+                                             .reduce_dtype = kBFloat16});
+  EXPECT_EQ(compressed.bucket_names(),
+            (Names{{"module.1.bias", "module.1.weight", "module.0.bias", "module.0.weight"}}));
+}
+
+// reduce_dtype in a group of one: the average of one rank is its gradient, converted to the reduce
+// dtype and back; eagerly and compiled (on a GPU: captured in the backward's CUDA graph).
+void expect_reduce_dtype_round_trip(DType param_dtype, DType reduce_dtype, const CompileOptions* compile) {
+  SCOPED_TRACE(std::string(dtype_name(param_dtype)) + " in " + std::string(dtype_name(reduce_dtype)) +
+               (compile ? " " + compile->backend : " eager"));
+  const Device device = test_device();
+  auto plain = make_mlp(device), wrapped = make_mlp(device);
+  plain->to(param_dtype);
+  wrapped->to(param_dtype);
+  auto ddp = std::make_shared<nn::DistributedDataParallel>(
+      wrapped, nn::DistributedDataParallelOptions{.reduce_dtype = reduce_dtype});
+  auto f = [&ddp](const Tensor& x) {
+    Tensor out = ddp->forward(x);
+    return (out * out).mean();
+  };
+  std::optional<Compiled<decltype(f)>> compiled;
+  if (compile) compiled.emplace(f, *compile);
+  manual_seed(5);
+  for (int step = 0; step < 3; ++step) {
+    Tensor x = randn({8, 6}, {.device = device}).to(param_dtype);
+    plain->zero_grad();
+    ddp->zero_grad();
+    Tensor out = plain->forward(x);
+    (out * out).mean().backward();
+    (compiled ? (*compiled)(x) : f(x)).backward();
+    const TensorList a = plain->parameters(), b = ddp->parameters();
+    for (size_t k = 0; k < a.size(); ++k) {
+      ASSERT_EQ(b[k].grad().dtype(), param_dtype);
+      const Tensor expected = a[k].grad().to(reduce_dtype).to(param_dtype);
+      testing::expect_close(b[k].grad().to(kFloat64), expected.to(kFloat64), 1e-6, 1e-7);
+    }
+  }
+  if (compiled) EXPECT_EQ(compiled->counters().backward_ops.at("bucket_cast"), 1);
+}
+
+TEST(DistributedDataParallel, ReduceDtypeInAGroupOfOne) {
+  const CompileOptions aot{.backend = "aot_eager"};
+  for (const CompileOptions* c : {static_cast<const CompileOptions*>(nullptr), &aot}) {
+    expect_reduce_dtype_round_trip(kBFloat16, kFloat32, c);
+    expect_reduce_dtype_round_trip(kFloat32, kBFloat16, c);
+  }
+}
+
+TEST(DistributedDataParallel, ReduceDtypeUnderCudaGraphs) {
+  TG_REQUIRE_CUDA();
+  const CompileOptions cg{.backend = "cudagraphs"};
+  expect_reduce_dtype_round_trip(kBFloat16, kFloat32, &cg);
+  expect_reduce_dtype_round_trip(kFloat32, kBFloat16, &cg);
+}
+
 // Eager and compiled DDP training steps match a plain model's (a group of one averages nothing).
 void expect_ddp_matches_plain(const CompileOptions* compile, Device device) {
   auto plain = make_mlp(device), wrapped = make_mlp(device);
@@ -206,6 +299,36 @@ TEST(DistributedDataParallel, ReductionsAreScheduledAsSoonAsTheirGradientsExist)
   std::string order;
   for (const auto& n : bw.nodes) order += std::string(n.op->name()) + " ";
   EXPECT_LT(collectives[0], matmuls.back()) << "the first bucket waits for no later matmul: " << order;
+}
+
+TEST(DistributedDataParallel, ConversionsBackComeAfterTheBackwardsWork) {
+  // With reduce_dtype the reductions still start early; the bucket_casts (which wait for them) come
+  // after every matmul of the backward, so waiting does not stall the rest of the backward.
+  auto m = std::make_shared<nn::Sequential>();
+  m->push_back(std::make_shared<nn::Linear>(64, 1024));
+  m->push_back(std::make_shared<nn::ReLU>());
+  m->push_back(std::make_shared<nn::Linear>(1024, 512));
+  nn::DistributedDataParallel ddp(m, {.process_group = default_group(), .first_bucket_cap_mb = 0.5,
+                                      .reduce_dtype = kBFloat16});
+  ASSERT_EQ(ddp.bucket_names().size(), 2u);
+  auto f = [&ddp](const Tensor& x) { return ddp(x).sum(); };
+  Compiled<decltype(f)> compiled(f, {.backend = "aot_eager"});
+  compiled(randn({4, 64})).backward();
+  const graphs::Graph& bw = compiled.last_partition()->backward;
+  std::vector<size_t> collectives, casts, matmuls;
+  std::string order;
+  for (size_t i = 0; i < bw.nodes.size(); ++i) {
+    const std::string_view name = bw.nodes[i].op->name();
+    order += std::string(name) + " ";
+    if (name == "bucket_average") collectives.push_back(i);
+    if (name == "bucket_cast") casts.push_back(i);
+    if (name == "mm" || name == "matmul" || name == "addmm") matmuls.push_back(i);
+  }
+  ASSERT_EQ(collectives.size(), 2u) << order;
+  ASSERT_EQ(casts.size(), 2u) << order;
+  ASSERT_FALSE(matmuls.empty());
+  EXPECT_LT(collectives[0], matmuls.back()) << order;
+  EXPECT_GT(casts.front(), std::max(collectives.back(), matmuls.back())) << order;
 }
 
 TEST(DistributedDataParallel, UnusedParameterIsAnErrorAtTheNextForward) {

@@ -1,8 +1,9 @@
 // DistributedDataParallel on two GPUs, two processes started by tgrun (skipped with fewer GPUs):
 // parameters equal a one-GPU run on the whole batch, eagerly and under cudagraphs with the bucket
-// reductions inside the captured backward, and a rank that dies stops the other with its name; a rank
-// that stops calling collectives makes the other's watchdog name what it waited in (the collective,
-// or the replayed CUDA graph and the last step whose replay completed), and every rank exits.
+// reductions inside the captured backward, reduce_dtype both ways, and a rank that dies stops the
+// other with its name; a rank that stops calling collectives makes the other's watchdog name what it
+// waited in (the collective, or the replayed CUDA graph and the last step whose replay completed),
+// and every rank exits.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -50,6 +51,20 @@ TEST(DdpTwoGpus, ParametersEqualOneGpuOnTheWholeBatch) {
     EXPECT_NE(r.output.find(line), std::string::npos) << "missing '" << line << "' in\n" << r.output;
   EXPECT_EQ(r.output.find("MISMATCH"), std::string::npos);
   EXPECT_EQ(r.output.find("NOT CAPTURED"), std::string::npos);
+}
+
+TEST(DdpTwoGpus, ReduceDtypeAveragesInTheReduceDtype) {
+  // reduce_dtype both ways over NCCL, eager and under cudagraphs (bucket_cast waits for NCCL before
+  // converting back), against the float64 average of both ranks' local gradients.
+  TG_REQUIRE_TWO_GPUS();
+  const ProcessResult r = run_command("NCCL_NVLS_ENABLE=0 " + kLaunch + " reduce_dtype");
+  std::printf("%s", r.output.c_str());
+  EXPECT_EQ(r.status, 0) << r.output;
+  for (const char* line :
+       {"rank 0 eager float32 reduced in bfloat16: worst", "rank 1 cudagraphs float32 reduced in bfloat16: worst",
+        "rank 0 cudagraphs bfloat16 reduced in float32: worst", "rank 1 eager bfloat16 reduced in float32: worst"})
+    EXPECT_NE(r.output.find(line), std::string::npos) << "missing '" << line << "' in\n" << r.output;
+  EXPECT_EQ(r.output.find("MISMATCH"), std::string::npos);
 }
 
 TEST(DdpTwoGpus, KillingOneRankStopsTheOtherNamingIt) {

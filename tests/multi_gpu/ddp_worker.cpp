@@ -2,6 +2,9 @@
 //   ddp_worker parity     20 SGD steps with DistributedDataParallel, eager and compiled (cudagraphs),
 //                         each rank on its half of a batch; the parameters must equal a one-GPU run on
 //                         the whole batch, and the compiled backward must hold the reductions.
+//   ddp_worker reduce_dtype  float32 gradients averaged in bfloat16 and bfloat16 gradients averaged in
+//                         float32, eager and under cudagraphs: each rank's gradients must equal the
+//                         float64 average of both ranks' local gradients rounded to the reduce dtype.
 //   ddp_worker die AT     eager training where rank 1 kills itself at step AT (the launcher must stop
 //                         rank 0, which waits in a collective).
 //   ddp_worker hang AT MODE
@@ -111,6 +114,83 @@ int parity() {
   return failures == 0 ? 0 : 1;
 }
 
+// The local gradients of a plain model (in `dtype`) on rank r's half of the batch of `step`.
+TensorList local_grads(Device device, DType dtype, int step, int r, int world) {
+  auto m = make_mlp(device);
+  m->to(dtype);
+  auto [x, y] = global_batch(step, world);
+  Tensor xr = x.narrow(0, r * kRowsPerRank, kRowsPerRank).to(device).to(dtype);
+  Tensor yr = y.narrow(0, r * kRowsPerRank, kRowsPerRank).to(device);
+  cross_entropy((*m)(xr).to(kFloat32), yr).backward();
+  TensorList out;
+  for (const Tensor& p : m->parameters()) out.push_back(p.grad().to(kCPU));
+  return out;
+}
+
+// The float64 definition: the mean of the ranks' gradients as they travel (in `wire`), rounded to
+// `wire` and then to the gradients' dtype.
+TensorList expected_average(Device device, DType dtype, DType wire, int step, int world) {
+  std::vector<TensorList> locals;
+  for (int r = 0; r < world; ++r) locals.push_back(local_grads(device, dtype, step, r, world));
+  TensorList out;
+  for (size_t k = 0; k < locals[0].size(); ++k) {
+    Tensor sum = zeros(locals[0][k].sizes(), {.dtype = kFloat64});
+    for (const TensorList& g : locals) sum = sum + g[k].to(wire).to(kFloat64);
+    out.push_back((sum / static_cast<double>(world)).to(wire).to(dtype).to(kFloat64));
+  }
+  return out;
+}
+
+int reduce_dtype_check() {
+  auto group = distributed::default_group();
+  const int rank = group->rank(), world = group->world_size();
+  const Device device = group->device();
+  constexpr int kCalls = 5;  // compiled: warm-up, recording, then replays; a new batch each time
+  int failures = 0;
+  for (const auto& [param_dtype, wire] : {std::pair{kFloat32, kBFloat16}, std::pair{kBFloat16, kFloat32}}) {
+    for (const std::string mode : {"eager", "cudagraphs"}) {
+      auto m = make_mlp(device);
+      m->to(param_dtype);
+      auto ddp = std::make_shared<nn::DistributedDataParallel>(
+          m, nn::DistributedDataParallelOptions{.first_bucket_cap_mb = 0.01, .reduce_dtype = wire});
+      auto loss_fn = [ddp](const Tensor& x, const Tensor& y) { return cross_entropy((*ddp)(x).to(kFloat32), y); };
+      Compiled<decltype(loss_fn)> compiled(loss_fn, {.backend = "cudagraphs"});
+      Tensor x_static = zeros({kRowsPerRank, 16}, {.dtype = param_dtype, .device = device});
+      Tensor y_static = zeros({kRowsPerRank}, {.dtype = kInt64, .device = device});
+      // Worst error in units of 2^-7 relative (a bfloat16 ulp at most) plus 1e-6: the ranks' local
+      // gradients may differ from the plain model's in their last bits (compiled kernels), but a
+      // conversion that read the bucket before its reduction finished would be far off.
+      double worst = 0;
+      for (int call = 0; call < kCalls; ++call) {
+        auto [x, y] = global_batch(call, world);
+        x_static.copy_(x.narrow(0, rank * kRowsPerRank, kRowsPerRank));
+        y_static.copy_(y.narrow(0, rank * kRowsPerRank, kRowsPerRank));
+        ddp->zero_grad();
+        (mode == "eager" ? loss_fn(x_static, y_static) : compiled(x_static, y_static)).backward();
+        const TensorList expected = expected_average(device, param_dtype, wire, call, world);
+        const TensorList params = ddp->parameters();
+        for (size_t k = 0; k < params.size(); ++k) {
+          const Tensor got = params[k].grad().to(kCPU).to(kFloat64);
+          const Tensor bound = expected[k].abs() * (1.0 / 128) + 1e-6;
+          worst = std::max(worst, ((got - expected[k]).abs() / bound).amax().item<double>());
+        }
+      }
+      const bool ok = worst <= 2.0;
+      failures += ok ? 0 : 1;
+      const std::string what = std::string(dtype_name(param_dtype)) + " reduced in " + std::string(dtype_name(wire));
+      std::printf("rank %d %s %s: worst error %.3g (bound 2): %s\n", rank, mode.c_str(), what.c_str(), worst,
+                  ok ? "ok" : "MISMATCH");
+      if (mode == "cudagraphs") {
+        const auto& c = compiled.counters();
+        const int casts = c.backward_ops.count("bucket_cast") ? c.backward_ops.at("bucket_cast") : 0;
+        std::printf("rank %d cudagraphs %s: %d bucket_cast(s) in the backward graph\n", rank, what.c_str(), casts);
+        failures += casts > 0 ? 0 : 1;
+      }
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
+
 int die_at(int at) {
   auto group = distributed::default_group();
   const Device device = group->device();
@@ -175,6 +255,7 @@ int main(int argc, char** argv) {
     const std::string what = argc > 1 ? argv[1] : "parity";
     int rc = 2;
     if (what == "parity") rc = parity();
+    if (what == "reduce_dtype") rc = reduce_dtype_check();
     if (what == "die" && argc > 2) rc = die_at(std::atoi(argv[2]));
     if (what == "hang" && argc > 3) rc = hang_at(std::atoi(argv[2]), argv[3]);
     distributed::destroy();
