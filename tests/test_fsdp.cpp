@@ -198,6 +198,34 @@ TEST(Fsdp, BlocksAreFreedBetweenForwardAndBackward) {
   }
 }
 
+TEST(Fsdp, MicroBatchesAndCompiledStepMatchOneProcess) {
+  // Each rank accumulates two micro-batches (1 and 2 of its 3 rows, losses weighted by their rows)
+  // into the shards' gradients, and the shards' AdamW update runs compiled.
+  const int world = 2;
+  const auto batches = mlp_batches(4);
+  auto reference = make_mlp();
+  train_reference(*reference, batches, [](nn::Module& m, const Batch& b) { return mlp_loss(m, b); });
+  std::vector<std::shared_ptr<nn::Sequential>> models;
+  for (int r = 0; r < world; ++r) models.push_back(make_mlp());
+  run_ranks(world, [&](ProcessGroup& group) {
+    nn::Sequential& model = *models[group.rank()];
+    shard_model(model, "Linear", group);
+    optim::AdamW opt(sharded_parameters(model), adamw_options());
+    optim::CompiledStep step(opt, {.backend = "aot_eager"});
+    for (const Batch& whole : batches) {
+      const Batch mine = slice(whole, group.rank(), world);
+      opt.zero_grad();
+      for (auto [begin, rows] : {std::pair<int64_t, int64_t>{0, 1}, {1, 2}}) {
+        const Batch micro{mine.first.narrow(0, begin, rows), mine.second.narrow(0, begin, rows)};
+        (mlp_loss(model, micro) * (static_cast<double>(rows) / 3.0)).backward();
+      }
+      step.step();
+    }
+    EXPECT_GE(step.counters().compilations, 1);
+    expect_matches(full_state_dict(model), *reference);
+  });
+}
+
 void expect_gpt_matches(bool checkpoint) {
   const auto batches = gpt_batches(3);
   auto make = [checkpoint] { return std::shared_ptr<nn::Module>(make_gpt(checkpoint)); };
