@@ -11,6 +11,7 @@
 #include "data/sampler.h"
 #include "distributed/collectives.h"
 #include "distributed/ddp.h"
+#include "distributed/fsdp.h"
 #include "distributed/zero_optimizer.h"
 #include "graphs/compile.h"
 #include "graphs/runtime/cudagraph_step.h"

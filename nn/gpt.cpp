@@ -82,8 +82,9 @@ Tensor GPT::hidden(const Tensor& idx) {
   for (size_t i = 0; i < h_->size(); ++i) {
     Module* block = &(*h_)[static_cast<int64_t>(i)];
     // The recomputation calls the block again: the model must outlive the backward, as with PyTorch.
-    h = config_.checkpoint ? tg::checkpoint([block](const Tensor& x) { return block->forward(x); }, h)
-                           : block->forward(h);
+    // Through operator(), so that the block's forward hooks (fully_shard's gathers) run, also when
+    // the checkpoint recomputes it.
+    h = config_.checkpoint ? tg::checkpoint([block](const Tensor& x) { return (*block)(x); }, h) : (*block)(h);
   }
   return ln_f_->forward(h);
 }
@@ -93,9 +94,12 @@ Tensor GPT::forward(const Tensor& idx) { return lm_head_->forward(hidden(idx)); 
 Tensor GPT::loss(const Tensor& idx, const Tensor& targets) {
   TG_CHECK(targets.sizes() == idx.sizes(), "[GPT] targets of shape ", shape_str(targets.sizes()),
            " do not match token ids of shape ", shape_str(idx.sizes()));
-  const Tensor h = hidden(idx);
-  return linear_cross_entropy(h.reshape({-1, config_.d_model}), lm_head_->weight(), lm_head_->bias(),
-                              targets.reshape({-1}));
+  // One call of the model, so that its forward hooks run around the loss as around forward().
+  return call([&] {
+    const Tensor h = hidden(idx);
+    return linear_cross_entropy(h.reshape({-1, config_.d_model}), lm_head_->weight(), lm_head_->bias(),
+                                targets.reshape({-1}));
+  });
 }
 
 std::string GPT::extra_repr() const {

@@ -60,6 +60,28 @@ Tensor Module::register_buffer(const std::string& name, Tensor tensor) {
   return buffers_.back().second;
 }
 
+Tensor Module::operator()(const Tensor& input) {
+  if (forward_pre_hooks_.empty() && forward_hooks_.empty()) return forward(input);
+  return call([&] { return forward(input); });
+}
+
+Tensor Module::call(const std::function<Tensor()>& body) {
+  for (const ForwardPreHook& hook : forward_pre_hooks_) hook(*this);
+  Tensor out = body();
+  for (const ForwardHook& hook : forward_hooks_) hook(*this, out);
+  return out;
+}
+
+void Module::register_forward_pre_hook(ForwardPreHook hook) {
+  TG_CHECK(hook != nullptr, "[Module] ", type_name(), ": register_forward_pre_hook got an empty hook");
+  forward_pre_hooks_.push_back(std::move(hook));
+}
+
+void Module::register_forward_hook(ForwardHook hook) {
+  TG_CHECK(hook != nullptr, "[Module] ", type_name(), ": register_forward_hook got an empty hook");
+  forward_hooks_.push_back(std::move(hook));
+}
+
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   check_new_name(name);
   TG_CHECK(module != nullptr, "[Module] ", type_name(), ": submodule \"", name, "\" is null");

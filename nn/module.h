@@ -33,7 +33,18 @@ class Module {
 
   // The computation; every module maps one tensor to one tensor so Sequential can chain them.
   virtual Tensor forward(const Tensor& input) = 0;
-  Tensor operator()(const Tensor& input) { return forward(input); }
+  // forward(input) between the forward hooks (as PyTorch's module.__call__).
+  Tensor operator()(const Tensor& input);
+  // Runs `body` as one call of this module, between its forward hooks: for entry points other than
+  // forward (GPT::loss), which would otherwise bypass what the hooks do (fully_shard's gathers).
+  Tensor call(const std::function<Tensor()>& body);
+
+  // Runs before each call through operator() or call(), as PyTorch's register_forward_pre_hook.
+  using ForwardPreHook = std::function<void(Module&)>;
+  // Runs after each such call with its output, as PyTorch's register_forward_hook.
+  using ForwardHook = std::function<void(Module&, const Tensor& output)>;
+  void register_forward_pre_hook(ForwardPreHook hook);
+  void register_forward_hook(ForwardHook hook);
 
   // Short type name used when printing, e.g. "Linear".
   virtual std::string type_name() const = 0;
@@ -104,6 +115,8 @@ class Module {
   std::vector<NamedTensor> buffers_;
   std::vector<NamedModule> children_;
   Guarded<bool> training_{"training", true};
+  std::vector<ForwardPreHook> forward_pre_hooks_;
+  std::vector<ForwardHook> forward_hooks_;
 };
 
 // Moves `t` to `device` while keeping its handle: t's storage is replaced by a copy on `device`.

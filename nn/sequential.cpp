@@ -10,7 +10,7 @@ void Sequential::push_back(std::shared_ptr<Module> module) { add_child(std::to_s
 
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
-  for (const auto& [_, m] : named_children()) x = m->forward(x);
+  for (const auto& [_, m] : named_children()) x = (*m)(x);  // through operator(), so the children's forward hooks run
   return x;
 }
 
