@@ -2,8 +2,8 @@
 // cudnn-frontend's graph API. A graph is built once per (shapes, strides, dtype, mask kind, scale,
 // device) and cached with its workspace size, so repeated calls, and calls under CUDA graph
 // capture, only execute: the workspace is a tensor from the caching allocator (so a capture sees
-// no hidden allocation) and nothing waits on the host. Built plans that cuDNN can serialize are kept
-// on disk too, so later processes load them instead of building (see Note [Warm start]).
+// no hidden allocation) and nothing waits on the host. Plans are not kept on disk: a plan that
+// cudnn-frontend deserialized ran without writing its outputs (Note [Warm start]).
 #include <cudnn.h>
 
 #include <cstdint>
@@ -20,8 +20,6 @@
 #include <cudnn_frontend.h>
 
 #include "ops/cuda/cudnn_context.h"
-#include "ops/cuda/device_cache_key.h"
-#include "ops/disk_cache.h"
 #include "ops/factory.h"
 #include "ops/flash_attention_kernels.h"
 #include "tensor/cuda/cuda_check.h"
@@ -87,47 +85,7 @@ std::string cache_key(const char* direction, const TensorMeta& q, const TensorMe
   return s.str();
 }
 
-// The on-disk cache key of the graph under `key` on `device`: the device and the cuDNN versions.
-std::string disk_key(const std::string& key, int device) {
-  return device_cache_key(device) + "\ncuDNN " + std::to_string(cudnnGetVersion()) + ", frontend " +
-         std::to_string(CUDNN_FRONTEND_VERSION) + "\n" + key;
-}
-
-// Fills b from the plan an earlier process serialized, if there is one and cuDNN loads it.
-bool load_plan(Built& b, cudnnHandle_t handle, const std::string& key) {
-  const std::optional<std::string> saved = disk_cache_load("cudnn_sdpa", key);
-  if (!saved) return false;
-  auto graph = std::make_shared<fe::graph::Graph>();
-  std::string why;
-  try {
-    fe::error_t e = graph->deserialize(handle, std::vector<uint8_t>(saved->begin(), saved->end()));
-    if (e.is_good()) e = graph->get_workspace_size(b.workspace);
-    if (!e.is_good()) why = "cuDNN could not load it: " + e.get_message();
-  } catch (const std::exception& e) {  // the frontend's JSON reader throws on what it cannot parse
-    why = std::string("cuDNN could not load it: ") + e.what();
-  }
-  if (!why.empty()) {
-    // A failed load may leave the handle on the stream of the frontend's trial capture.
-    (void)cudnnSetStream(handle, current_stream());
-    disk_cache_reject("cudnn_sdpa", key, why);
-    return false;
-  }
-  b.graph = std::move(graph);
-  return true;
-}
-
-// Stores b's plan where cuDNN can serialize it (runtime-compiled engines; others build every time).
-void save_plan(const Built& b, const std::string& key) {
-  std::vector<uint8_t> data;
-  try {
-    if (!b.graph->serialize(data).is_good()) return;
-  } catch (const std::exception&) {
-    return;
-  }
-  disk_cache_store("cudnn_sdpa", key, std::string(data.begin(), data.end()));
-}
-
-// The cached graph under `key` on `device`, built by `make` on first use (or loaded from disk).
+// The cached graph under `key` on `device`, built by `make` on first use.
 template <typename Make>
 std::shared_ptr<const Built> cached(const std::string& shape_key, int device, Make make) {
   const std::string key = std::to_string(device) + "|" + shape_key;
@@ -141,11 +99,6 @@ std::shared_ptr<const Built> cached(const std::string& shape_key, int device, Ma
   DeviceGuard guard(device);
   cudnnHandle_t handle = cudnn_handle(device);
   auto b = std::make_shared<Built>();
-  const std::string on_disk = disk_key(shape_key, device);
-  if (load_plan(*b, handle, on_disk)) {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    return g_cache.emplace(key, std::move(b)).first->second;
-  }
   b->graph = std::make_shared<fe::graph::Graph>();
   make(*b->graph);
   auto step = [&](fe::error_t e, const char* what) {
@@ -157,7 +110,6 @@ std::shared_ptr<const Built> cached(const std::string& shape_key, int device, Ma
          step(b->graph->check_support(handle), "support") && step(b->graph->build_plans(handle), "build plans") &&
          step(b->graph->get_workspace_size(b->workspace), "workspace size"));
   if (!b->error.empty()) b->graph.reset();
-  else save_plan(*b, on_disk);
   std::lock_guard<std::mutex> lock(g_mutex);
   return g_cache.emplace(key, std::move(b)).first->second;
 }
