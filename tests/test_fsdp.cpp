@@ -401,7 +401,11 @@ TEST(Fsdp, CudaGroupOfOneMatchesCpu) {
   auto full = full_state_dict(*model);
   for (const auto& [name, p] : reference->named_parameters()) {
     SCOPED_TRACE(name);
-    testing::expect_close(full.at(name).cpu(), p.detach(), 1e-4, 1e-5);
+    const Tensor got = full.at(name).cpu();
+    // The key third of qkv.bias has an exact gradient of zero (see expect_matches): AdamW turns the
+    // rounding noise in its place, which differs between the devices, into lr-sized steps.
+    const bool key_bias = name.size() > 8 && name.compare(name.size() - 8, 8, "qkv.bias") == 0;
+    testing::expect_close(got, p.detach(), 1e-4, key_bias ? 1e-4 : 1e-5);
   }
 }
 
