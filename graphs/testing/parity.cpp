@@ -11,9 +11,7 @@
 #include "ops/factory.h"
 
 namespace tg::testing {
-namespace {
 
-// Copies of the inputs with the same strides and flags; repeated inputs stay repeated.
 TensorList copy_inputs(const TensorList& inputs) {
   TensorList out;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -37,7 +35,6 @@ TensorList copy_inputs(const TensorList& inputs) {
   return out;
 }
 
-// The first way `actual` differs from `expected`, in words.
 std::optional<std::string> value_difference(const Tensor& actual, const Tensor& expected, double rtol, double atol,
                                             const std::string& what) {
   if (actual.defined() != expected.defined()) return what + ": defined in one mode only";
@@ -64,12 +61,13 @@ std::optional<std::string> value_difference(const Tensor& actual, const Tensor& 
   return std::nullopt;
 }
 
-// -1 when t shares no storage with any of `others`, else the index of the first that it shares with.
 int aliases(const Tensor& t, const TensorList& others) {
   for (size_t i = 0; i < others.size(); ++i)
     if (others[i].defined() && others[i].impl()->storage() == t.impl()->storage()) return static_cast<int>(i);
   return -1;
 }
+
+namespace {
 
 // One call in both modes; the first difference, or nullopt.
 std::optional<std::string> compare_call(graphs::CompiledFunction& compiled, const graphs::GraphFn& fn,

@@ -25,6 +25,17 @@ struct ParityReport {
   std::optional<std::string> difference;   // the first difference found, in words
 };
 
+// Copies of `inputs` with the same strides and requires_grad; an input given twice is copied once
+// and given twice.
+TensorList copy_inputs(const TensorList& inputs);
+// The first way `actual` (compiled) differs from `expected` (eager), in words, naming `what`:
+// definedness, sizes, dtype, device, or an element outside atol + rtol * |expected| (NaNs and equal
+// infinities match).
+std::optional<std::string> value_difference(const Tensor& actual, const Tensor& expected, double rtol, double atol,
+                                            const std::string& what);
+// -1 when `t` shares no storage with any of `others`, else the index of the first it shares with.
+int aliases(const Tensor& t, const TensorList& others);
+
 // Runs fn eagerly and compiled on separate copies of `inputs` (strides, requires_grad and
 // argument aliasing preserved), `options.calls` times, and compares: output values, dtypes and
 // shapes; which outputs alias inputs or each other; the inputs' contents afterwards (mutations);

@@ -11,6 +11,7 @@
 #include "fuzz/fuzz_ops.h"
 #include "graphs/compile.h"
 #include "graphs/runtime/cudagraph_step.h"
+#include "graphs/testing/parity.h"
 
 namespace tg::fuzz {
 namespace {
@@ -145,63 +146,14 @@ ScalarArg draw_scalar(Rng& rng, int calls) {
   return s;
 }
 
-// Every element of actual within tolerance of expected (NaNs and equal infinities match).
+// value_difference with the program's tolerance.
 std::optional<std::string> value_difference(const Tensor& actual, const Tensor& expected, const Tolerance& tol,
                                             const std::string& what) {
-  if (actual.defined() != expected.defined()) return what + ": defined in one mode only";
-  if (!expected.defined()) return std::nullopt;
-  std::ostringstream os;
-  if (actual.sizes() != expected.sizes()) {
-    os << what << ": sizes differ, compiled " << shape_str(actual.sizes()) << " vs eager " << shape_str(expected.sizes());
-    return os.str();
-  }
-  if (actual.dtype() != expected.dtype())
-    return what + ": dtypes differ, compiled " + std::string(dtype_name(actual.dtype())) + " vs eager " +
-           std::string(dtype_name(expected.dtype()));
-  if (actual.device() != expected.device()) return what + ": devices differ";
-  const std::vector<double> a = actual.detach().to_vector<double>();
-  const std::vector<double> e = expected.detach().to_vector<double>();
-  for (size_t i = 0; i < e.size(); ++i) {
-    if (std::isnan(a[i]) && std::isnan(e[i])) continue;
-    if (std::isinf(e[i]) && a[i] == e[i]) continue;
-    if (!(std::abs(a[i] - e[i]) <= tol.atol + tol.rtol * std::abs(e[i]))) {
-      os << what << ", element " << i << ": compiled " << a[i] << " vs eager " << e[i];
-      return os.str();
-    }
-  }
-  return std::nullopt;
+  return testing::value_difference(actual, expected, tol.rtol, tol.atol, what);
 }
 
-// Copies with the same strides and flags (repeated inputs stay repeated).
-TensorList copy_inputs(const TensorList& inputs) {
-  TensorList out;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const Tensor& x = inputs[i];
-    size_t same = i;
-    for (size_t j = 0; j < i; ++j)
-      if (inputs[j].is_same(x)) same = j;
-    if (same != i) {
-      out.push_back(out[same]);
-      continue;
-    }
-    Tensor c;
-    {
-      NoGradGuard no_grad;
-      c = empty_strided(x.sizes(), x.strides(), {.dtype = x.dtype(), .device = x.device()});
-      c.copy_(x);
-    }
-    if (x.requires_grad()) c.requires_grad_(true);
-    out.push_back(c);
-  }
-  return out;
-}
-
-// -1 when t shares no storage with any of `others`, else the first it shares with.
-int aliases(const Tensor& t, const TensorList& others) {
-  for (size_t i = 0; i < others.size(); ++i)
-    if (others[i].defined() && others[i].impl()->storage() == t.impl()->storage()) return static_cast<int>(i);
-  return -1;
-}
+using testing::aliases;
+using testing::copy_inputs;
 
 CompileOptions options_of(const Program& p, const std::string& backend) {
   CompileOptions o;
