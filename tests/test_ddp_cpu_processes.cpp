@@ -11,36 +11,18 @@
 #include <string>
 
 #include "distributed/socket.h"
+#include "support/child_process.h"
 #include "support/test_support.h"
 
 namespace {
 
-struct ProcessResult {
-  int status = -1;
-  std::string output;
-  double seconds = 0;
-};
+using tg::testing::ProcessResult;
+using Started = tg::testing::StartedProcess;
 
-// A command started in the background (output and errors through one pipe), bounded by `timeout`.
-struct Started {
-  FILE* pipe = nullptr;
-  std::chrono::steady_clock::time_point began;
-};
+// A command started in the background, bounded by 60 s.
+Started start(const std::string& command) { return tg::testing::start_command("timeout -s KILL 60 " + command); }
 
-Started start(const std::string& command) {
-  return {popen(("timeout -s KILL 60 " + command + " 2>&1").c_str(), "r"), std::chrono::steady_clock::now()};
-}
-
-ProcessResult finish(Started s) {
-  ProcessResult r;
-  if (!s.pipe) return r;
-  std::array<char, 4096> buffer{};
-  while (fgets(buffer.data(), static_cast<int>(buffer.size()), s.pipe)) r.output += buffer.data();
-  const int status = pclose(s.pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.began).count();
-  return r;
-}
+ProcessResult finish(Started s) { return tg::testing::finish_command(s); }
 
 const std::string kTgrun = TG_TGRUN_PATH;
 const std::string kWorker = TG_DDP_CPU_WORKER_PATH;

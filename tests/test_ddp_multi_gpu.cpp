@@ -11,28 +11,13 @@
 #include <cstdio>
 #include <string>
 
+#include "support/child_process.h"
 #include "support/test_support.h"
 
 namespace {
 
-struct ProcessResult {
-  int status = -1;
-  std::string output;
-  double seconds = 0;
-};
-
-ProcessResult run_command(const std::string& command) {
-  ProcessResult r;
-  const auto start = std::chrono::steady_clock::now();
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) return r;
-  std::array<char, 4096> buffer{};
-  while (fgets(buffer.data(), static_cast<int>(buffer.size()), pipe)) r.output += buffer.data();
-  const int status = pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return r;
-}
+using tg::testing::ProcessResult;
+using tg::testing::run_command;
 
 const std::string kLaunch = std::string(TG_TGRUN_PATH) + " --nproc-per-node 2 " + TG_DDP_WORKER_PATH;
 

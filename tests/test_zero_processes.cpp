@@ -14,27 +14,15 @@
 #include <sstream>
 #include <string>
 
+#include "support/child_process.h"
 #include "support/test_support.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct ProcessResult {
-  int status = -1;
-  std::string output;
-};
-
-ProcessResult run_command(const std::string& command) {
-  ProcessResult r;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) return r;
-  std::array<char, 4096> buffer{};
-  while (fgets(buffer.data(), static_cast<int>(buffer.size()), pipe)) r.output += buffer.data();
-  const int status = pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
+using tg::testing::ProcessResult;
+using tg::testing::run_command;
 
 std::string launch(int nproc) {
   return "NCCL_NVLS_ENABLE=0 " + std::string(TG_TGRUN_PATH) + " --nproc-per-node " + std::to_string(nproc) + " " +
