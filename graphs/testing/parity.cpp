@@ -67,6 +67,41 @@ int aliases(const Tensor& t, const TensorList& others) {
   return -1;
 }
 
+std::optional<std::string> call_difference(const TensorList& actual, const TensorList& expected,
+                                           const TensorList& compiled_in, const TensorList& eager_in, double rtol,
+                                           double atol, const std::string& at) {
+  if (actual.size() != expected.size()) return at + "number of outputs differs";
+  for (size_t i = 0; i < expected.size(); ++i)
+    if (actual[i].requires_grad() != expected[i].requires_grad())
+      return at + "output " + std::to_string(i) + " requires_grad differs";
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const std::string out = "output " + std::to_string(i);
+    if (auto d = value_difference(actual[i], expected[i], rtol, atol, at + out)) return d;
+    if (aliases(actual[i], compiled_in) != aliases(expected[i], eager_in))
+      return at + out + " aliases a different input than in eager mode";
+    const TensorList earlier_actual(actual.begin(), actual.begin() + static_cast<ptrdiff_t>(i));
+    const TensorList earlier_expected(expected.begin(), expected.begin() + static_cast<ptrdiff_t>(i));
+    if (aliases(actual[i], earlier_actual) != aliases(expected[i], earlier_expected))
+      return at + out + " aliases a different output than in eager mode";
+  }
+  for (size_t i = 0; i < eager_in.size(); ++i)
+    if (auto d = value_difference(compiled_in[i], eager_in[i], rtol, atol,
+                                  at + "input " + std::to_string(i) + " after the call"))
+      return d;
+  return std::nullopt;
+}
+
+std::optional<std::string> grads_difference(const TensorList& compiled_in, const TensorList& eager_in, double rtol,
+                                            double atol, const std::string& at) {
+  for (size_t i = 0; i < eager_in.size(); ++i) {
+    if (!eager_in[i].requires_grad()) continue;
+    if (auto d = value_difference(compiled_in[i].grad(), eager_in[i].grad(), rtol, atol,
+                                  at + "grad of input " + std::to_string(i)))
+      return d;
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 // One call in both modes; the first difference, or nullopt.
@@ -95,38 +130,15 @@ std::optional<std::string> compare_call(graphs::CompiledFunction& compiled, cons
   try {
     if (options.seed) manual_seed(*options.seed + static_cast<uint64_t>(call));
     actual = compiled.call(compiled_in);
-    if (actual.size() != expected.size()) return at + "number of outputs differs";
+    if (auto d = call_difference(actual, expected, compiled_in, eager_in, options.rtol, options.atol, at)) return d;
     TensorList compiled_diff;
-    for (size_t i = 0; i < expected.size(); ++i) {
-      if (actual[i].requires_grad() != expected[i].requires_grad())
-        return at + "output " + std::to_string(i) + " requires_grad differs";
-      if (expected[i].requires_grad()) compiled_diff.push_back(actual[i]);
-    }
-    for (size_t i = 0; i < expected.size(); ++i) {
-      const std::string out = "output " + std::to_string(i);
-      if (auto d = value_difference(actual[i], expected[i], options.rtol, options.atol, at + out)) return d;
-      if (aliases(actual[i], compiled_in) != aliases(expected[i], eager_in))
-        return at + out + " aliases a different input than in eager mode";
-      const TensorList earlier_actual(actual.begin(), actual.begin() + static_cast<ptrdiff_t>(i));
-      const TensorList earlier_expected(expected.begin(), expected.begin() + static_cast<ptrdiff_t>(i));
-      if (aliases(actual[i], earlier_actual) != aliases(expected[i], earlier_expected))
-        return at + out + " aliases a different output than in eager mode";
-    }
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (auto d = value_difference(compiled_in[i], eager_in[i], options.rtol, options.atol,
-                                    at + "input " + std::to_string(i) + " after the call"))
-        return d;
+    for (const Tensor& t : actual)
+      if (t.requires_grad()) compiled_diff.push_back(t);
     if (!compiled_diff.empty()) backward(compiled_diff, weights);
   } catch (const Error& e) {
     return at + "compiled mode raised where eager mode did not: " + e.what();
   }
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!eager_in[i].requires_grad()) continue;
-    if (auto d = value_difference(compiled_in[i].grad(), eager_in[i].grad(), options.rtol, options.atol,
-                                  at + "grad of input " + std::to_string(i)))
-      return d;
-  }
-  return std::nullopt;
+  return grads_difference(compiled_in, eager_in, options.rtol, options.atol, at);
 }
 
 }  // namespace

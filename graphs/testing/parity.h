@@ -35,6 +35,15 @@ std::optional<std::string> value_difference(const Tensor& actual, const Tensor& 
                                             const std::string& what);
 // -1 when `t` shares no storage with any of `others`, else the index of the first it shares with.
 int aliases(const Tensor& t, const TensorList& others);
+// The first way one compiled call differs from the eager one, prefixed by `at`: the number of
+// outputs, their requires_grad, values, and aliasing of inputs and earlier outputs, then the
+// inputs' contents afterwards (`compiled_in` and `eager_in` are each mode's copies of the inputs).
+std::optional<std::string> call_difference(const TensorList& actual, const TensorList& expected,
+                                           const TensorList& compiled_in, const TensorList& eager_in, double rtol,
+                                           double atol, const std::string& at);
+// The first input whose gradient differs between the modes (inputs that require grad in eager mode).
+std::optional<std::string> grads_difference(const TensorList& compiled_in, const TensorList& eager_in, double rtol,
+                                            double atol, const std::string& at);
 
 // Runs fn eagerly and compiled on separate copies of `inputs` (strides, requires_grad and
 // argument aliasing preserved), `options.calls` times, and compares: output values, dtypes and

@@ -146,13 +146,6 @@ ScalarArg draw_scalar(Rng& rng, int calls) {
   return s;
 }
 
-// value_difference with the program's tolerance.
-std::optional<std::string> value_difference(const Tensor& actual, const Tensor& expected, const Tolerance& tol,
-                                            const std::string& what) {
-  return testing::value_difference(actual, expected, tol.rtol, tol.atol, what);
-}
-
-using testing::aliases;
 using testing::copy_inputs;
 
 CompileOptions options_of(const Program& p, const std::string& backend) {
@@ -256,35 +249,15 @@ std::optional<std::string> compare_call(graphs::CompiledFunction& compiled, cons
   try {
     manual_seed(p.seed + static_cast<uint64_t>(call));
     actual = compiled.call(args);
-    if (actual.size() != expected.size()) return at + "number of outputs differs";
+    if (auto d = testing::call_difference(actual, expected, compiled_in, eager_in, tol.rtol, tol.atol, at)) return d;
     TensorList compiled_diff;
-    for (size_t i = 0; i < expected.size(); ++i) {
-      if (actual[i].requires_grad() != expected[i].requires_grad())
-        return at + "output " + std::to_string(i) + " requires_grad differs";
-      if (expected[i].requires_grad()) compiled_diff.push_back(actual[i]);
-    }
-    for (size_t i = 0; i < expected.size(); ++i) {
-      const std::string out = "output " + std::to_string(i);
-      if (auto d = value_difference(actual[i], expected[i], tol, at + out)) return d;
-      if (aliases(actual[i], compiled_in) != aliases(expected[i], eager_in))
-        return at + out + " aliases a different input than in eager mode";
-      const TensorList earlier_actual(actual.begin(), actual.begin() + static_cast<ptrdiff_t>(i));
-      const TensorList earlier_expected(expected.begin(), expected.begin() + static_cast<ptrdiff_t>(i));
-      if (aliases(actual[i], earlier_actual) != aliases(expected[i], earlier_expected))
-        return at + out + " aliases a different output than in eager mode";
-    }
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (auto d = value_difference(compiled_in[i], eager_in[i], tol, at + "input " + std::to_string(i) + " after the call"))
-        return d;
+    for (const Tensor& t : actual)
+      if (t.requires_grad()) compiled_diff.push_back(t);
     if (!compiled_diff.empty()) backward(compiled_diff, weights);
   } catch (const Error& e) {
     return at + "compiled mode raised where eager mode did not: " + e.what();
   }
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!eager_in[i].requires_grad()) continue;
-    if (auto d = value_difference(compiled_in[i].grad(), eager_in[i].grad(), tol, at + "grad of input " + std::to_string(i)))
-      return d;
-  }
+  if (auto d = testing::grads_difference(compiled_in, eager_in, tol.rtol, tol.atol, at)) return d;
   if (!p.plan.rebound.empty()) compiled_mode.kept.push_back(compiled_in);
   return std::nullopt;
 }
