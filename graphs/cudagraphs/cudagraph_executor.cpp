@@ -331,7 +331,7 @@ CudaGraphExecutor::Instance* CudaGraphExecutor::update_instance(SegmentState& st
         const Tensor& t = env[static_cast<size_t>(seg.inputs[moved[k]])];
         std::ostringstream one;
         one << (k ? ", %" : " (%") << graph_.values[static_cast<size_t>(seg.inputs[moved[k]])].name << " "
-            << dtype_name(t.dtype()) << shape_str(t.sizes()) << " from " << moves[k].from.begin << " to "
+            << dtype_name(t.dtype()) << shape_str(t.sizes()) << " from " << reinterpret_cast<const void*>(moves[k].from.begin) << " to "
             << address_of(t);
         names += one.str();
       }
