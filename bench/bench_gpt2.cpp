@@ -98,7 +98,7 @@ struct Gpt2Step {
       const tg::graphs::CompileCounters before = tg::graphs::global_counters();
       step();
       tg::cuda::synchronize();
-      const tg::graphs::CompileCounters& after = tg::graphs::global_counters();
+      const tg::graphs::CompileCounters after = tg::graphs::global_counters();
       if (after.compilations == before.compilations && after.warmups == before.warmups &&
           after.graphs_captured == before.graphs_captured && after.replays > before.replays)
         return i;

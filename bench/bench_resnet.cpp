@@ -76,7 +76,7 @@ void run(benchmark::State& state, int mode) {
     tg::cuda::synchronize();
     bench::time_steps(state, [&] { t.step(); }, 5);
     state.counters["peak_MiB"] = static_cast<double>(tg::cuda::max_memory_allocated() - base) / (1 << 20);
-    const auto& c = tg::graphs::global_counters();
+    const auto c = tg::graphs::global_counters();
     state.counters["graphs_recorded"] = c.graphs_captured;
     state.counters["rerecords"] = c.rerecords;
   } catch (const tg::Error& e) {  // reported as this benchmark's error; the others still run

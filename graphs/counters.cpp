@@ -3,11 +3,28 @@
 
 namespace tg::graphs {
 
-CompileCounters& global_counters() {
+namespace detail {
+
+CompileCounters& process_counters() {
   static CompileCounters counters;
   return counters;
 }
 
-void reset_global_counters() { global_counters() = CompileCounters{}; }
+std::mutex& process_counters_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+}  // namespace detail
+
+CompileCounters global_counters() {
+  const std::lock_guard<std::mutex> lock(detail::process_counters_mutex());
+  return detail::process_counters();
+}
+
+void reset_global_counters() {
+  const std::lock_guard<std::mutex> lock(detail::process_counters_mutex());
+  detail::process_counters() = CompileCounters{};
+}
 
 }  // namespace tg::graphs

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -46,14 +47,24 @@ struct CompileCounters {
   std::map<std::string, int> cudagraph_skips;  // reason -> eager nodes (or segment runs) for that reason
 };
 
-// The process's counters: sums over every compiled function, "latest" fields of the last compilation.
-CompileCounters& global_counters();
+// A copy of the process's counters: sums over every compiled function, "latest" fields of the last
+// compilation. A copy, since compiled functions may run on several threads at once (ranks as threads).
+CompileCounters global_counters();
+
+namespace detail {
+// The process's counters, and the mutex that guards every access to them.
+CompileCounters& process_counters();
+std::mutex& process_counters_mutex();
+}  // namespace detail
+
 // Applies `update` to a compiled function's counters (when given) and to the process's alike.
 template <typename Update>
 void update_counters(CompileCounters* local, Update&& update) {
   if (local) update(*local);
-  update(global_counters());
+  const std::lock_guard<std::mutex> lock(detail::process_counters_mutex());
+  update(detail::process_counters());
 }
+
 // Resets global_counters() (tests call this first, like torch._dynamo.utils.counters.clear()).
 void reset_global_counters();
 

@@ -236,7 +236,7 @@ TEST(DistributedDataParallel, CudaGraphsCaptureTheReductions) {
   graphs::reset_global_counters();
   const CompileOptions cg{.backend = "cudagraphs"};
   expect_ddp_matches_plain(&cg, cuda_device(0));
-  const auto& c = graphs::global_counters();
+  const auto c = graphs::global_counters();
   EXPECT_GT(c.replays, 0);
   EXPECT_EQ(c.eager_segments, 0) << "the bucket reductions are captured with the rest of the backward";
 }

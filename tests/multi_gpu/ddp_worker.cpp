@@ -102,7 +102,7 @@ int parity() {
                 diff, kSteps, ok ? "ok" : "MISMATCH");
     if (mode == "cudagraphs") {
       const auto& c = compiled.counters();
-      const auto& all = graphs::global_counters();
+      const auto all = graphs::global_counters();
       const int buckets = c.backward_ops.count("bucket_average") ? c.backward_ops.at("bucket_average") : 0;
       const bool captured = buckets > 0 && all.eager_segments == 0 && all.replays > 0;
       failures += captured ? 0 : 1;
