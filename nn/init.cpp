@@ -18,15 +18,17 @@ std::pair<int64_t, int64_t> fan_in_and_fan_out(const Tensor& weight) {
 Tensor& uniform_(Tensor& t, double low, double high) {
   TG_CHECK(low <= high, "[init] uniform_ expects low <= high, got low=", low, " high=", high);
   NoGradGuard no_grad;
+  // Scaled and shifted in place: a model's worth of parameters makes no temporaries beyond the draw.
   Tensor draw = rand(t.sizes(), {.dtype = t.dtype(), .device = t.device()});
-  t.copy_(draw * (high - low) + low);
+  t.copy_(draw.mul_(high - low).add_(low));
   return t;
 }
 
 Tensor& normal_(Tensor& t, double mean, double std) {
   TG_CHECK(std >= 0, "[init] normal_ expects std >= 0, got ", std);
   NoGradGuard no_grad;
-  t.copy_(randn(t.sizes(), {.dtype = t.dtype(), .device = t.device()}) * std + mean);
+  Tensor draw = randn(t.sizes(), {.dtype = t.dtype(), .device = t.device()});
+  t.copy_(draw.mul_(std).add_(mean));
   return t;
 }
 
