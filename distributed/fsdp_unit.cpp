@@ -108,7 +108,11 @@ void FullyShardedUnit::prefetch(int step) {
   if (at < 0 || at >= static_cast<int64_t>(order.size())) return;
   // Synchronous on both backends today; with NCCL this gather could run on a side stream while this
   // unit computes (FSDP2's prefetch), and the unit's own pre-hook would wait for it.
-  order[static_cast<size_t>(at)]->unshard();
+  FullyShardedUnit* next = order[static_cast<size_t>(at)];
+  // A unit whose backward is over (the root's, when its parameters are read last, as a head's) would
+  // stay gathered, and the next forward would read those stale values instead of the updated shards.
+  if (next->reduced_) return;
+  next->unshard();
 }
 
 void FullyShardedUnit::pre_forward() {
@@ -121,6 +125,7 @@ void FullyShardedUnit::pre_forward() {
            "which a traced graph would not replay. Run a fully sharded model eagerly, or compile one trained with "
            "DistributedDataParallel or ZeroRedundancyOptimizer");
   check_backward_finished();
+  reduced_ = false;
   if (!tree_->recorded) {
     if (root_) tree_->order.clear();
     tree_->order.push_back(this);
@@ -155,6 +160,7 @@ void FullyShardedUnit::on_accumulated(size_t index) {
   if (++arrived_ < expected_) return;
   reduce_gradients();
   reshard();
+  reduced_ = true;
   std::fill(got_grad_.begin(), got_grad_.end(), false);
   arrived_ = 0;
 }

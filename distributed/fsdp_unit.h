@@ -92,6 +92,7 @@ class FullyShardedUnit : public std::enable_shared_from_this<FullyShardedUnit> {
   std::vector<bool> got_grad_;  // per parameter, this backward
   size_t expected_ = 0;         // parameters that require grad
   size_t arrived_ = 0;
+  bool reduced_ = false;  // this unit's gradients were reduced since its last forward
 };
 
 }  // namespace tg::distributed
