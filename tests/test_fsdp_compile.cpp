@@ -25,10 +25,14 @@ class TanhBlock : public nn::Module {
     linear_ = register_module("linear", std::make_shared<nn::Linear>(in, out));
   }
   Tensor forward(const Tensor& x) override {
+    // A value read on the host: compile() cannot trace it and runs the call eagerly instead.
+    if (read_host && x.abs().sum().item<double>() > 1e30) return x;
     if (!checkpointed_) return tanh((*linear_)(x));
     return checkpoint([this](const Tensor& t) { return tanh((*linear_)(t)); }, x);
   }
   std::string type_name() const override { return "TanhBlock"; }
+
+  bool read_host = false;
 
  private:
   std::shared_ptr<nn::Linear> linear_;
@@ -282,6 +286,35 @@ TEST(FsdpCompile, EagerGatherWhileTracingFailsClearly) {
     EXPECT_EQ(p.impl()->storage()->nbytes(), 0) << name;
     EXPECT_TRUE(p.is_leaf()) << name;
   }
+}
+
+TEST(FsdpCompile, TraceThrowingInsideABlockFallsBackToEager) {
+  // The second block reads a value on the host while traced: the trace stops inside that block's
+  // forward (with both units' parameters pointed at traced values), and compile() runs the call
+  // eagerly. The units put their parameters back before gathering, and the step equals eager's.
+  const Case c = blocks_case(false, 2);
+  auto group = std::make_unique<ProcessGroup>(Environment{}, testing::thread_rank_options());
+  std::vector<TensorList> grads;
+  for (bool compiled : {false, true}) {
+    auto model = c.make();
+    for (const auto& [name, m] : model->named_modules())
+      if (name == "b1") dynamic_cast<TanhBlock&>(*m).read_host = true;
+    shard_model(*model, c.block, *group);
+    auto step = compile([&](const Tensor& x, const Tensor& y) { return c.loss(*model, x, y); });
+    for (const Batch& b : c.batches) {
+      for (const Tensor& shard : sharded_parameters(*model)) shard.set_grad(Tensor());
+      (compiled ? step(b.first, b.second) : c.loss(*model, b.first, b.second)).backward();
+    }
+    grads.emplace_back();
+    for (const Tensor& shard : sharded_parameters(*model)) grads.back().push_back(shard.grad());
+    for (const auto& [name, p] : model->named_parameters()) {
+      EXPECT_TRUE(p.is_leaf()) << name;
+      EXPECT_EQ(p.impl()->storage()->nbytes(), 0) << name;
+    }
+    if (compiled) EXPECT_EQ(step.counters().eager_fallbacks, 1);  // then the signature runs eagerly
+  }
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  for (size_t i = 0; i < grads[0].size(); ++i) testing::expect_close(grads[1][i], grads[0][i], 0.0, 0.0);
 }
 
 TEST(FsdpCompile, InferenceUnderNoGradMatchesEager) {
