@@ -181,7 +181,11 @@ TrainingRun train_sharded(const Case& c, int world, const ShardedOptions& o) {
   return run;
 }
 
-void expect_same(const TrainingRun& got, const TrainingRun& want, double tol, const std::string& what) {
+// `key_bias_tol`: the tolerance of the key third of a qkv.bias, whose exact gradient is zero (the
+// softmax ignores a shift shared by all keys): AdamW scales the rounding noise in its place, which
+// differs between one process and the shards, up to lr-sized steps (see test_fsdp's expect_matches).
+void expect_same(const TrainingRun& got, const TrainingRun& want, double tol, const std::string& what,
+                 double key_bias_tol = 0.0) {
   SCOPED_TRACE(what);
   ASSERT_EQ(got.losses.size(), want.losses.size());
   for (size_t s = 0; s < got.losses.size(); ++s)
@@ -190,7 +194,16 @@ void expect_same(const TrainingRun& got, const TrainingRun& want, double tol, co
   for (const auto& [name, p] : want.params) {
     SCOPED_TRACE(name);
     ASSERT_TRUE(got.params.count(name));
-    testing::expect_close(got.params.at(name), p, tol, tol);
+    const Tensor& g = got.params.at(name);
+    const bool qkv_bias = name.size() > 8 && name.compare(name.size() - 8, 8, "qkv.bias") == 0;
+    if (qkv_bias && key_bias_tol > tol) {
+      const int64_t d = p.size(0) / 3;
+      testing::expect_close(g.narrow(0, 0, d), p.narrow(0, 0, d), tol, tol);
+      testing::expect_close(g.narrow(0, d, d), p.narrow(0, d, d), 0.0, key_bias_tol);
+      testing::expect_close(g.narrow(0, 2 * d, d), p.narrow(0, 2 * d, d), tol, tol);
+      continue;
+    }
+    testing::expect_close(g, p, tol, tol);
   }
 }
 
@@ -202,7 +215,7 @@ void expect_compiled_once(const TrainingRun& run, size_t steps) {
   EXPECT_EQ(run.counters.compiled_calls, static_cast<int>(steps));
 }
 
-void expect_compiled_matches(const Case& c, int world, ShardedOptions o, double one_process_tol = 1e-5) {
+void expect_compiled_matches(const Case& c, int world, ShardedOptions o, double key_bias_tol = 0.0) {
   SCOPED_TRACE("world " + std::to_string(world) + (o.sgd ? ", SGD" : ", AdamW") +
                (o.reshard_after_forward ? "" : ", kept after forward"));
   const TrainingRun reference = train_one_process(c, o.sgd);
@@ -210,9 +223,9 @@ void expect_compiled_matches(const Case& c, int world, ShardedOptions o, double 
   const TrainingRun eager = train_sharded(c, world, o);
   o.compiled = true;
   const TrainingRun compiled = train_sharded(c, world, o);
-  expect_same(eager, reference, one_process_tol, "eager fully_shard against one process");
+  expect_same(eager, reference, 1e-5, "eager fully_shard against one process", key_bias_tol);
   expect_same(compiled, eager, 1e-6, "compiled against eager fully_shard");
-  expect_same(compiled, reference, one_process_tol, "compiled against one process");
+  expect_same(compiled, reference, 1e-5, "compiled against one process", key_bias_tol);
   expect_compiled_once(compiled, c.batches.size());
   // The gathers are graph nodes (one per unit), and so are the reduce-scatters of the gradients.
   const auto& fw = compiled.counters.forward_ops;
@@ -257,10 +270,10 @@ TEST(FsdpCompile, CheckpointedBlocksMatchEagerAndOneProcess) {
 }
 
 TEST(FsdpCompile, CheckpointedGptMatchesEagerAndOneProcess) {
-  // Loose against one process for the key third of qkv.bias (see test_fsdp's expect_matches): its
+  // Loose against one process for the key third of qkv.bias only (see expect_same): its
   // exact gradient is zero and AdamW scales the rounding noise in its place up to lr-sized steps.
   const Case c = gpt_case(3);
-  expect_compiled_matches(c, 2, {}, 1e-4);
+  expect_compiled_matches(c, 2, {}, /*key_bias_tol=*/1e-4);
 }
 
 TEST(FsdpCompile, EagerGatherWhileTracingFailsClearly) {
