@@ -124,17 +124,6 @@ bool shrinks_fourfold(const Graph& g, const GraphNode& node) {
   return in_bytes > 4 * out_bytes;
 }
 
-// Note [Checkpoint regions]: tg::checkpoint() under tracing runs its function as usual and only
-// tags the forward nodes it records with a region id (autograd/checkpoint.h); eager checkpointing's
-// saved-tensor places would make the traced backward rerun the function as backward-phase nodes,
-// with the random ops drawing fresh numbers at run time. Here a value made inside a region is never
-// saved unless it leaves the region (read by a forward node outside it, or returned): the backward
-// recomputes it from the region's inputs, compute-intensive ops included, as the eager backward
-// does. Random draws, host syncs, device copies and collectives inside a region are the exception:
-// recomputing them would draw other numbers or repeat their effects, so their results are saved.
-// Nested regions are one region (the outermost); the backward graph runs each region's
-// recomputation just before the first backward node that reads it, so only one region's
-// activations are alive at a time.
 // Note [Regathered parameters]: fully_shard's units gather their shards under tracing with
 // `fsdp_regather` (distributed/fsdp_gather.h) when they reshard after the forward. That collective
 // reads only a graph input (the shard) and every rank runs the same backward graph, so running it
@@ -148,14 +137,27 @@ void mark_regathered(const Graph& g, std::vector<bool>& inside) {
     if (n.phase != Phase::Forward) continue;
     const bool gather = n.op->has(kCollective) && n.op->name() == "fsdp_regather";
     const int of = n.op->schema().view_of;
-    const bool view = n.op->has(kView) && of >= 0 && static_cast<size_t>(of) < n.inputs.size() &&
-                      n.inputs[static_cast<size_t>(of)] >= 0 && regathered[static_cast<size_t>(n.inputs[static_cast<size_t>(of)])];
+    const ValueId base = n.op->has(kView) && of >= 0 && static_cast<size_t>(of) < n.inputs.size()
+                             ? n.inputs[static_cast<size_t>(of)]
+                             : -1;
+    const bool view = base >= 0 && regathered[static_cast<size_t>(base)];
     if (!gather && !view) continue;
     for (ValueId v : n.outputs)
       if (v >= 0) regathered[static_cast<size_t>(v)] = inside[static_cast<size_t>(v)] = true;
   }
 }
 
+// Note [Checkpoint regions]: tg::checkpoint() under tracing runs its function as usual and only
+// tags the forward nodes it records with a region id (autograd/checkpoint.h); eager checkpointing's
+// saved-tensor places would make the traced backward rerun the function as backward-phase nodes,
+// with the random ops drawing fresh numbers at run time. Here a value made inside a region is never
+// saved unless it leaves the region (read by a forward node outside it, or returned): the backward
+// recomputes it from the region's inputs, compute-intensive ops included, as the eager backward
+// does. Random draws, host syncs, device copies and collectives inside a region are the exception:
+// recomputing them would draw other numbers or repeat their effects, so their results are saved.
+// Nested regions are one region (the outermost); the backward graph runs each region's
+// recomputation just before the first backward node that reads it, so only one region's
+// activations are alive at a time.
 std::vector<bool> checkpointed_values(const Graph& g) {
   std::vector<bool> inside(g.values.size(), false);
   for (const GraphNode& n : g.nodes) {
