@@ -39,19 +39,23 @@ class TanhBlock : public nn::Module {
   bool checkpointed_;
 };
 
-// Two blocks (each a unit) and a head that the root's unit holds.
-class TwoBlocks : public nn::Module {
+// Blocks b0, b1, ... (each a unit) and a head that the root's unit holds.
+class BlockStack : public nn::Module {
  public:
-  explicit TwoBlocks(bool checkpointed) {
-    b0_ = register_module("b0", std::make_shared<TanhBlock>(6, 32, checkpointed));
-    b1_ = register_module("b1", std::make_shared<TanhBlock>(32, 32, checkpointed));
+  BlockStack(int blocks, bool checkpointed) {
+    for (int b = 0; b < blocks; ++b)
+      blocks_.push_back(register_module("b" + std::to_string(b), std::make_shared<TanhBlock>(b == 0 ? 6 : 32, 32, checkpointed)));
     head_ = register_module("head", std::make_shared<nn::Linear>(32, 4));
   }
-  Tensor forward(const Tensor& x) override { return (*head_)((*b1_)((*b0_)(x))); }
-  std::string type_name() const override { return "TwoBlocks"; }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = x;
+    for (const auto& block : blocks_) h = (*block)(h);
+    return (*head_)(h);
+  }
+  std::string type_name() const override { return "BlockStack"; }
 
  private:
-  std::shared_ptr<TanhBlock> b0_, b1_;
+  std::vector<std::shared_ptr<TanhBlock>> blocks_;
   std::shared_ptr<nn::Linear> head_;
 };
 
@@ -64,19 +68,21 @@ struct Case {
   std::string block;
   std::vector<Batch> batches;
   Loss loss;
+  int units = 3;                   // sharded modules, the root included
   int regathered_in_backward = 2;  // blocks whose parameters the backward reads
 };
 
-Case blocks_case(bool checkpointed, int steps) {
+Case blocks_case(bool checkpointed, int steps, int blocks = 2) {
   Case c;
-  c.make = [checkpointed] {
+  c.make = [checkpointed, blocks] {
     manual_seed(0);
-    return std::make_shared<TwoBlocks>(checkpointed);
+    return std::make_shared<BlockStack>(blocks, checkpointed);
   };
   c.block = "TanhBlock";
-  // The first block's input needs no gradient, so its backward reads no parameter: only the second
-  // block is gathered again.
-  c.regathered_in_backward = 1;
+  c.units = blocks + 1;
+  // The first block's input needs no gradient, so its backward reads no parameter: the others are
+  // gathered again.
+  c.regathered_in_backward = blocks - 1;
   manual_seed(78);
   for (int s = 0; s < steps; ++s) c.batches.emplace_back(randn({kRows, 6}), randint(0, 4, {kRows}));
   c.loss = [](nn::Module& m, const Tensor& x, const Tensor& y) { return cross_entropy(m(x), y); };
@@ -234,11 +240,10 @@ void expect_compiled_matches(const Case& c, int world, ShardedOptions o, double 
     const auto it = ops.find(name);
     return it == ops.end() ? 0 : it->second;
   };
-  const int units = 3;  // two blocks and the root
-  EXPECT_EQ(count(fw, "fsdp_all_gather") + count(fw, "fsdp_regather"), units);
-  EXPECT_EQ(count(bw, "reduce_scatter"), units);
+  EXPECT_EQ(count(fw, "fsdp_all_gather") + count(fw, "fsdp_regather"), c.units);
+  EXPECT_EQ(count(bw, "reduce_scatter"), c.units);
   // Blocks that reshard after the forward are gathered again by the backward; the root never is.
-  EXPECT_EQ(count(fw, "fsdp_regather"), o.reshard_after_forward ? 2 : 0);
+  EXPECT_EQ(count(fw, "fsdp_regather"), o.reshard_after_forward ? c.units - 1 : 0);
   EXPECT_EQ(count(bw, "fsdp_regather"), o.reshard_after_forward ? c.regathered_in_backward : 0);
   EXPECT_EQ(count(bw, "fsdp_all_gather"), 0);
 }
@@ -262,6 +267,29 @@ TEST(FsdpCompile, ReshardAfterForwardSavesNoParameters) {
   EXPECT_EQ(kept.counters.backward_ops.count("fsdp_regather"), 0u);
   EXPECT_GT(resharded.counters.recomputed_nodes, 0);
   EXPECT_GE(kept.counters.saved_bytes - resharded.counters.saved_bytes, 32 * 32 * 4);
+}
+
+TEST(FsdpCompile, ForwardGathersRunOneUnitAhead) {
+  // Three blocks: the compiled forward gathers the second block when the first starts, and the third
+  // only after the first has computed (eager fully_shard's prefetch), not every unit up front.
+  const Case c = blocks_case(/*checkpointed=*/false, 1, /*blocks=*/3);
+  auto group = std::make_unique<ProcessGroup>(Environment{}, testing::thread_rank_options());
+  auto model = c.make();
+  shard_model(*model, c.block, *group);
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return c.loss(*model, x, y); });
+  step(c.batches[0].first, c.batches[0].second).backward();
+  const graphs::Graph& fw = step.last_partition()->forward;
+  std::vector<size_t> gathers;
+  size_t first_tanh = fw.nodes.size();
+  for (size_t i = 0; i < fw.nodes.size(); ++i) {
+    const std::string_view name = fw.nodes[i].op->name();
+    if (name == "fsdp_all_gather" || name == "fsdp_regather") gathers.push_back(i);
+    if (name == "tanh" && first_tanh == fw.nodes.size()) first_tanh = i;
+  }
+  ASSERT_EQ(gathers.size(), 4u);  // the root, then the blocks in order
+  ASSERT_LT(first_tanh, fw.nodes.size());
+  EXPECT_LT(gathers[2], first_tanh) << "the second block is prefetched while the first computes";
+  EXPECT_GT(gathers[3], first_tanh) << "the third block waits for the first to compute";
 }
 
 TEST(FsdpCompile, CheckpointedBlocksMatchEagerAndOneProcess) {
@@ -288,7 +316,7 @@ TEST(FsdpCompile, EagerGatherWhileTracingFailsClearly) {
     return (*model)(x).sum();
   });
   const Tensor x = c.batches[0].first;
-  EXPECT_THROW_MSG(bad(x), "[fully_shard] the parameters of the sharded TwoBlocks were to be gathered eagerly while "
+  EXPECT_THROW_MSG(bad(x), "[fully_shard] the parameters of the sharded BlockStack were to be gathered eagerly while "
                            "compile() traces");
   const Tensor eager = (*model)(x).sum();
   eager.backward();
