@@ -44,7 +44,8 @@ class BlockStack : public nn::Module {
  public:
   BlockStack(int blocks, bool checkpointed) {
     for (int b = 0; b < blocks; ++b)
-      blocks_.push_back(register_module("b" + std::to_string(b), std::make_shared<TanhBlock>(b == 0 ? 6 : 32, 32, checkpointed)));
+      blocks_.push_back(
+          register_module("b" + std::to_string(b), std::make_shared<TanhBlock>(b == 0 ? 6 : 32, 32, checkpointed)));
     head_ = register_module("head", std::make_shared<nn::Linear>(32, 4));
   }
   Tensor forward(const Tensor& x) override {
@@ -98,7 +99,8 @@ Case gpt_case(int steps) {
   };
   c.block = "GPTBlock";
   manual_seed(77);
-  for (int s = 0; s < steps; ++s) c.batches.emplace_back(randint(0, 64, {kRows, kTokens}), randint(0, 64, {kRows, kTokens}));
+  for (int s = 0; s < steps; ++s)
+    c.batches.emplace_back(randint(0, 64, {kRows, kTokens}), randint(0, 64, {kRows, kTokens}));
   c.loss = [](nn::Module& m, const Tensor& x, const Tensor& y) { return dynamic_cast<nn::GPT&>(m).loss(x, y); };
   return c;
 }
@@ -113,7 +115,8 @@ std::shared_ptr<ProcessGroup> handle(ProcessGroup& g) { return {&g, [](ProcessGr
 
 void shard_model(nn::Module& root, const std::string& block, ProcessGroup& group, bool reshard_after_forward = true) {
   for (const auto& [_, m] : root.named_modules())
-    if (m->type_name() == block) fully_shard(*m, {.group = handle(group), .reshard_after_forward = reshard_after_forward});
+    if (m->type_name() == block)
+      fully_shard(*m, {.group = handle(group), .reshard_after_forward = reshard_after_forward});
   fully_shard(root, {.group = handle(group), .reshard_after_forward = reshard_after_forward});
 }
 
@@ -176,7 +179,8 @@ TrainingRun train_sharded(const Case& c, int world, const ShardedOptions& o) {
     }
     // Between steps the full parameters hold no data, compiled or not.
     for (const auto& [name, p] : model.named_parameters())
-      EXPECT_EQ(p.impl()->storage()->nbytes(), 0) << name << " is still gathered on rank " << r << (o.compiled ? " (compiled)" : " (eager)");
+      EXPECT_EQ(p.impl()->storage()->nbytes(), 0)
+          << name << " is still gathered on rank " << r << (o.compiled ? " (compiled)" : " (eager)");
     auto full = full_state_dict(model);
     if (r == 0) {
       run.losses = losses;
@@ -216,8 +220,9 @@ void expect_same(const TrainingRun& got, const TrainingRun& want, double tol, co
 // Compiled once, then replayed on every later step.
 void expect_compiled_once(const TrainingRun& run, size_t steps) {
   EXPECT_EQ(run.counters.compilations, 1);
-  EXPECT_EQ(run.counters.recompiles, 0) << (run.counters.recompile_reasons.empty() ? "" : run.counters.recompile_reasons[0]);
-  EXPECT_EQ(run.counters.eager_fallbacks, 0) << (run.counters.fallback_reasons.empty() ? "" : run.counters.fallback_reasons[0]);
+  const auto first = [](const std::vector<std::string>& reasons) { return reasons.empty() ? "" : reasons[0]; };
+  EXPECT_EQ(run.counters.recompiles, 0) << first(run.counters.recompile_reasons);
+  EXPECT_EQ(run.counters.eager_fallbacks, 0) << first(run.counters.fallback_reasons);
   EXPECT_EQ(run.counters.compiled_calls, static_cast<int>(steps));
 }
 
