@@ -2,8 +2,10 @@
 // model of two Linear-Tanh blocks and a root head (with and without tg::checkpoint inside the blocks)
 // and the tiny GPT (blocks checkpointed) train compiled to the losses and parameters of eager fully_shard
 // and of one process on the whole batches; the step compiles once; the gathers are graph nodes whose
-// backward is the reduce-scatter; misuse under tracing fails with a clear error. With a CUDA device, a
-// group of one on NCCL runs the step through CUDA graphs.
+// backward is the reduce-scatter, run one unit ahead, and resharded blocks are gathered again by the
+// backward instead of saved; misuse under tracing fails with a clear error, and a trace that stops
+// inside a block runs eagerly. With a CUDA device, a group of one on NCCL runs the step through CUDA
+// graphs.
 #include <gtest/gtest.h>
 
 #include "distributed/fsdp.h"
