@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "distributed/fsdp.h"
+#include "distributed/fsdp_gather.h"
 #include "support/test_support.h"
 #include "support/thread_ranks.h"
 
@@ -253,6 +254,40 @@ void expect_compiled_matches(const Case& c, int world, ShardedOptions o, double 
   EXPECT_EQ(count(fw, "fsdp_regather"), o.reshard_after_forward ? c.units - 1 : 0);
   EXPECT_EQ(count(bw, "fsdp_regather"), o.reshard_after_forward ? c.regathered_in_backward : 0);
   EXPECT_EQ(count(bw, "fsdp_all_gather"), 0);
+}
+
+TEST(FsdpCompile, GatherShardGradientIsTheAverageOverRanks) {
+  // Rank r holds shard s_r (3 elements) and weights w_r over the gathered 6: its loss is
+  // sum(w_r * gather(s)), and the shard's gradient is block r of the mean of the ranks' weights (the
+  // gradient of the mean of the ranks' losses), in float64.
+  const int world = 2;
+  run_ranks(world, [&](ProcessGroup& group) {
+    const int r = group.rank();
+    const auto opts = TensorOptions{.dtype = kFloat64};
+    const Tensor shard = (arange(0, 3, 1, opts) + 10.0 * r).requires_grad_(true);
+    const Tensor weights = arange(0, 6, 1, opts) * (r + 1.0);  // rank 0: 0..5, rank 1: 0, 2, .., 10
+    const Tensor full = gather_shard(shard, handle(group), "test", /*recompute=*/false);
+    testing::expect_close(full, tensor<double>({0, 1, 2, 10, 11, 12}), 0.0, 0.0);
+    (full * weights).sum().backward();
+    // mean of the weights: 1.5 * (0, 1, .., 5); rank r keeps elements 3r .. 3r + 2.
+    const Tensor want = arange(3 * r, 3 * r + 3, 1, opts) * 1.5;
+    testing::expect_close(shard.grad(), want, 0.0, 1e-15);
+  });
+}
+
+TEST(FsdpCompile, GatherShardGradcheckAndErrors) {
+  // On one rank the gather is the identity: its gradient checked by finite differences in float64.
+  auto group = std::make_unique<ProcessGroup>(Environment{}, testing::thread_rank_options());
+  const auto g = handle(*group);
+  manual_seed(3);
+  const Tensor x = randn({5}, {.dtype = kFloat64}).requires_grad_(true);
+  testing::expect_gradcheck([&](const TensorList& in) { return gather_shard(in[0], g, "test", false).exp(); }, {x});
+  // A strided shard is gathered as its values.
+  const Tensor strided = arange(0, 8, 1, {.dtype = kFloat64}).slice(0, 0, 8, 2);
+  testing::expect_close(gather_shard(strided, g, "test", true), strided.contiguous(), 0.0, 0.0);
+  EXPECT_THROW_MSG(gather_shard(zeros({2, 3}), g, "test", false),
+                   "[fsdp_all_gather] expected a flat (1-d) shard, got shape [2, 3]");
+  EXPECT_THROW_MSG(gather_shard(Tensor(), g, "test", true), "[fsdp_regather] got an undefined shard");
 }
 
 TEST(FsdpCompile, BlocksMatchEagerAndOneProcess) {
