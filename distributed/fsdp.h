@@ -8,6 +8,8 @@
 //   optim::AdamW opt(distributed::sharded_parameters(*gpt), {.lr = 3e-4});
 //   gpt->loss(x, y).backward();  // gathers per block, reduce-scatters the gradients into the shards
 //   opt.step();                  // updates the shards only
+//
+// Under compile() the gathers and the reduce-scatters of the gradients are traced as graph nodes.
 #pragma once
 
 #include <map>
@@ -28,7 +30,7 @@ struct FullyShardOptions {
   std::shared_ptr<ProcessGroup> group;
   // Free the gathered parameters after the forward (gathering them again for the backward): less
   // memory for one more all-gather. The root unit keeps them regardless while gradients are recorded,
-  // since its backward comes first (as FSDP2 does).
+  // since its backward comes first (as FSDP2 does). Under compile() the backward graph gathers again.
   bool reshard_after_forward = true;
 };
 

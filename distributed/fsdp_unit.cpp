@@ -5,10 +5,12 @@
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "distributed/fsdp_gather.h"
 #include "nn/module.h"
 #include "ops/factory.h"
 #include "ops/guarded_value.h"
 #include "ops/join.h"
+#include "ops/view.h"
 #include "tensor/check.h"
 #include "tensor/shape.h"
 
@@ -69,11 +71,11 @@ void FullyShardedUnit::attach() {
 }
 
 void FullyShardedUnit::unshard() {
+  if (traced_calls_ > 0 && !is_tracing()) end_trace();  // a trace that threw inside the unit's forward
   if (gathered_) return;
-  TG_CHECK(!is_tracing(), "[fully_shard] compile() cannot trace the sharded ", type_,
-           ": its parameters are all-gathered and freed by hooks around each call and by its gradients' hooks, "
-           "which a traced graph would not replay. Run a fully sharded model eagerly, or compile one trained with "
-           "DistributedDataParallel or ZeroRedundancyOptimizer");
+  TG_CHECK(!is_tracing(), "[fully_shard] the parameters of the sharded ", type_, " were to be gathered eagerly while "
+           "compile() traces (full_state_dict, or a parameter read outside its unit's forward), which a traced graph "
+           "would not replay: inside a compiled function a unit gathers only around its module's calls");
   NoGradGuard no_grad;
   for (size_t g = 0; g < layout_.groups.size(); ++g) {
     const ZeroGroup& zg = layout_.groups[g];
@@ -108,19 +110,25 @@ void FullyShardedUnit::prefetch(int step) {
   if (at < 0 || at >= static_cast<int64_t>(order.size())) return;
   // Synchronous on both backends today; with NCCL this gather could run on a side stream while this
   // unit computes (FSDP2's prefetch), and the unit's own pre-hook would wait for it.
-  order[static_cast<size_t>(at)]->unshard();
+  FullyShardedUnit* next = order[static_cast<size_t>(at)];
+  // A unit whose backward is over (the root's, when its parameters are read last, as a head's) would
+  // stay gathered, and the next forward would read those stale values instead of the updated shards.
+  if (next->reduced_) return;
+  next->unshard();
 }
 
 void FullyShardedUnit::pre_forward() {
+  if (is_tracing()) {
+    trace_unshard();
+    return;
+  }
+  if (traced_calls_ > 0) end_trace();  // a trace that threw inside the unit's forward
   if (current_backward_sequence_nr() >= 0) {  // a checkpointed call recomputed by the backward
     unshard();
     return;
   }
-  TG_CHECK(!is_tracing(), "[fully_shard] compile() cannot trace the sharded ", type_,
-           ": its parameters are all-gathered and freed by hooks around each call and by its gradients' hooks, "
-           "which a traced graph would not replay. Run a fully sharded model eagerly, or compile one trained with "
-           "DistributedDataParallel or ZeroRedundancyOptimizer");
   check_backward_finished();
+  reduced_ = false;
   if (!tree_->recorded) {
     if (root_) tree_->order.clear();
     tree_->order.push_back(this);
@@ -130,6 +138,10 @@ void FullyShardedUnit::pre_forward() {
 }
 
 void FullyShardedUnit::post_forward(const Tensor& output) {
+  if (is_tracing()) {
+    if (traced_calls_ > 0 && --traced_calls_ == 0) end_trace();
+    return;
+  }
   if (current_backward_sequence_nr() >= 0) return;  // recomputation: the unit's backward reshards
   if (root_) tree_->recorded = true;
   const bool recording = is_grad_enabled() && output.defined() && output.requires_grad();
@@ -155,6 +167,7 @@ void FullyShardedUnit::on_accumulated(size_t index) {
   if (++arrived_ < expected_) return;
   reduce_gradients();
   reshard();
+  reduced_ = true;
   std::fill(got_grad_.begin(), got_grad_.end(), false);
   arrived_ = 0;
 }
@@ -198,6 +211,42 @@ void FullyShardedUnit::check_backward_finished() {
   TG_FAIL("[fully_shard] the last backward produced no gradient for ", missing, " of the sharded ", type_,
           ", so the unit's gradients were never reduce-scattered: every trainable parameter of a sharded unit "
           "must take part in the loss (or be frozen with requires_grad_(false) before fully_shard)");
+}
+
+void FullyShardedUnit::trace_unshard() {
+  if (traced_calls_++ > 0) return;  // the module called inside its own call: its views are in place
+  // Parameters still gathered by an eager forward whose backward has not run would be captured as
+  // constants: free them (that backward's hook gathers them again).
+  reshard();
+  const bool recompute = reshard_after_forward_ && !root_;
+  for (size_t g = 0; g < layout_.groups.size(); ++g) {
+    const ZeroGroup& zg = layout_.groups[g];
+    const Tensor full = gather_shard(shards_[g], group_, "fully_shard gather of the " + type_, recompute);
+    for (size_t m = 0; m < zg.members.size(); ++m) {
+      const Tensor& p = params_[zg.members[m]];
+      const Tensor slice = view(narrow(full, 0, zg.offsets[m], zg.numel(m)), zg.shapes[m]);
+      const bool trainable = p.requires_grad();
+      p.impl()->set_geometry(slice.impl()->storage(), slice.sizes(), slice.strides(), slice.storage_offset());
+      if (!trainable || !slice.requires_grad()) continue;
+      // The handle becomes the slice for autograd too: the gradients of the ops that read it flow
+      // through the slice and the gather's backward into the shard, as they would from the slice.
+      AutogradMeta& meta = p.impl()->autograd();
+      meta.grad_fn = slice.grad_fn();
+      meta.output_nr = slice.output_nr();
+    }
+  }
+}
+
+void FullyShardedUnit::end_trace() {
+  traced_calls_ = 0;
+  for (const Tensor& p : params_) {
+    if (AutogradMeta* meta = p.impl()->autograd_if_present()) {
+      meta->grad_fn.reset();
+      meta->output_nr = 0;
+    }
+  }
+  gathered_ = true;  // the traced views, freed like gathered parameters
+  reshard();
 }
 
 void FullyShardedUnit::set_nested(std::shared_ptr<ShardedTree> tree) {

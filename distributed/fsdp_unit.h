@@ -59,7 +59,8 @@ class FullyShardedUnit : public std::enable_shared_from_this<FullyShardedUnit> {
   // throws an error saying why.
   void reshard();
 
-  // Called by the forward hooks of the module.
+  // Called by the forward hooks of the module. Under compile()'s tracing they record the gathers
+  // as graph nodes instead (trace_unshard); nothing is gathered or freed for real.
   void pre_forward();
   void post_forward(const Tensor& output);
   // Called when the gradient of the unit's output arrives: gathers for the backward, and prefetches
@@ -76,6 +77,10 @@ class FullyShardedUnit : public std::enable_shared_from_this<FullyShardedUnit> {
   void reduce_gradients();
   void check_backward_finished();
   void prefetch(int step);
+  // Tracing: gathers the shards with the differentiable gather_shard op and points each parameter
+  // at its slice of the traced result, with that slice's gradient history; and undoes it.
+  void trace_unshard();
+  void end_trace();
 
   nn::Module& module_;
   std::string type_;
@@ -92,6 +97,8 @@ class FullyShardedUnit : public std::enable_shared_from_this<FullyShardedUnit> {
   std::vector<bool> got_grad_;  // per parameter, this backward
   size_t expected_ = 0;         // parameters that require grad
   size_t arrived_ = 0;
+  bool reduced_ = false;  // this unit's gradients were reduced since its last forward
+  int traced_calls_ = 0;  // calls of the module being traced that are running (the parameters are traced views)
 };
 
 }  // namespace tg::distributed

@@ -369,16 +369,6 @@ TEST(Fsdp, UnusedParameterIsNamedAtTheNextForward) {
   EXPECT_THROW_MSG(model(randn({2, 4})), "no gradient for b.weight, b.bias of the sharded HalfUsed");
 }
 
-TEST(Fsdp, CompileRefusesShardedModules) {
-  auto group = single_group();
-  auto model = make_mlp();
-  shard_model(*model, "Linear", *group);
-  auto loss_fn = [&model](const Tensor& x, const Tensor& y) { return cross_entropy((*model)(x), y); };
-  Compiled<decltype(loss_fn)> compiled(loss_fn, {.backend = "aot_eager"});
-  const auto batches = mlp_batches(1);
-  EXPECT_THROW_MSG(compiled(batches[0].first, batches[0].second), "compile() cannot trace the sharded");
-}
-
 TEST(Fsdp, CudaGroupOfOneMatchesCpu) {
   // The gathers and reductions on a CUDA device (NCCL with one rank); two GPUs are exercised by the
   // multi-process tests of the launcher.

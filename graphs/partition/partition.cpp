@@ -124,6 +124,29 @@ bool shrinks_fourfold(const Graph& g, const GraphNode& node) {
   return in_bytes > 4 * out_bytes;
 }
 
+// Note [Regathered parameters]: fully_shard's units gather their shards under tracing with
+// `fsdp_regather` (distributed/fsdp_gather.h) when they reshard after the forward. That collective
+// reads only a graph input (the shard) and every rank runs the same backward graph, so running it
+// again there is safe; it and the views of its result (the parameters) are then treated as values
+// of a checkpoint region that never leave it: never saved, recomputed from the shard just before the
+// first backward node that reads them. So the forward frees the gathered parameters after their last
+// forward reader and the backward gathers them again, as eager fully_shard does.
+void mark_regathered(const Graph& g, std::vector<bool>& inside) {
+  std::vector<bool> regathered(g.values.size(), false);
+  for (const GraphNode& n : g.nodes) {
+    if (n.phase != Phase::Forward) continue;
+    const bool gather = n.op->has(kCollective) && n.op->name() == "fsdp_regather";
+    const int of = n.op->schema().view_of;
+    const ValueId base = n.op->has(kView) && of >= 0 && static_cast<size_t>(of) < n.inputs.size()
+                             ? n.inputs[static_cast<size_t>(of)]
+                             : -1;
+    const bool view = base >= 0 && regathered[static_cast<size_t>(base)];
+    if (!gather && !view) continue;
+    for (ValueId v : n.outputs)
+      if (v >= 0) regathered[static_cast<size_t>(v)] = inside[static_cast<size_t>(v)] = true;
+  }
+}
+
 // Note [Checkpoint regions]: tg::checkpoint() under tracing runs its function as usual and only
 // tags the forward nodes it records with a region id (autograd/checkpoint.h); eager checkpointing's
 // saved-tensor places would make the traced backward rerun the function as backward-phase nodes,
@@ -152,6 +175,7 @@ std::vector<bool> checkpointed_values(const Graph& g) {
       if (producer.checkpoint_region != n.checkpoint_region) inside[static_cast<size_t>(u)] = false;  // leaves
     }
   }
+  mark_regathered(g, inside);
   for (ValueId v : g.outputs)
     if (v >= 0) inside[static_cast<size_t>(v)] = false;
   return inside;

@@ -6,6 +6,14 @@
 #include <tuple>
 
 namespace tg::graphs {
+namespace {
+
+// fully_shard's gathers of a unit's parameters (distributed/fsdp_gather.h).
+bool is_shard_gather(const Op& op) {
+  return op.has(kCollective) && (op.name() == "fsdp_all_gather" || op.name() == "fsdp_regather");
+}
+
+}  // namespace
 
 void schedule_collectives_early(Graph& graph) {
   std::vector<GraphNode>& nodes = graph.nodes;
@@ -21,10 +29,17 @@ void schedule_collectives_early(Graph& graph) {
   // previous node of its kind, so that both keep their traced order (every process issues the same
   // collectives in the same order; random ops draw in the order eager mode draws).
   std::vector<std::vector<size_t>> after(n);
-  int32_t last_collective = -1, last_random = -1;
+  int32_t last_collective = -1, last_random = -1, last_gather = -1;
   for (size_t i = 0; i < n; ++i) {
     for (ValueId v : nodes[i].inputs)
       if (const int32_t p = producer_of(v); p >= 0) after[i].push_back(static_cast<size_t>(p));
+    // A unit's gather reads only its shard, so it could run first of all, and every unit's full
+    // parameters would be alive at once. It runs at most one unit ahead instead, as eager
+    // fully_shard prefetches: after what was traced before the previous unit's gather.
+    if (is_shard_gather(*nodes[i].op)) {
+      if (last_gather > 0) after[i].push_back(static_cast<size_t>(last_gather - 1));
+      last_gather = static_cast<int32_t>(i);
+    }
     for (auto [flag, last] : {std::pair<OpFlag, int32_t*>{kCollective, &last_collective}, {kRandom, &last_random}}) {
       if (!nodes[i].op->has(flag)) continue;
       if (*last >= 0) after[i].push_back(static_cast<size_t>(*last));

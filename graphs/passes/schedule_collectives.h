@@ -10,7 +10,8 @@ namespace tg::graphs {
 // (the earliest such collective first), the rest in their traced order. Collectives keep their
 // traced order, which every process shares, and random ops theirs, so they draw what eager mode draws. An asynchronous collective then communicates while the
 // nodes after it compute: a data-parallel backward computes a layer's weight gradients before its
-// input gradients and reduces each bucket as soon as its gradients exist. No-op without collectives.
+// input gradients and reduces each bucket as soon as its gradients exist. fully_shard's gathers run at
+// most one unit ahead (Note [Fully sharded data parallel]). No-op without collectives.
 void schedule_collectives_early(Graph& graph);
 
 }  // namespace tg::graphs
