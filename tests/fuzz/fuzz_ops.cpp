@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "distributed/collectives.h"
+#include "distributed/fsdp_gather.h"
 
 namespace tg::fuzz {
 namespace {
@@ -336,21 +337,29 @@ std::vector<FuzzOp> make_ops() {
   ops.push_back(FuzzOp{"all_reduce", 1, false,
                        [](Rng& rng, const TensorList& x, Attrs& a) {
                          if (!floating(x[0])) return false;
-                         a.ints = {rng.between(0, 1), rng.chance(0.5)};  // sum or avg; or an all_gather
+                         // Sum or avg; or an all_gather, or fully_shard's gather of the flattened
+                         // value (its saved result, or gathered again in the backward).
+                         a.ints = {rng.between(0, 1), rng.chance(0.5), rng.between(0, 2)};
                          return true;
                        },
                        [](TensorList& x, const Attrs& a) {
                          using distributed::ReduceOp;
+                         if (a.ints[1] && a.ints[2] > 0)
+                           return distributed::gather_shard(x[0].flatten(), group_of_one(), "fuzz", a.ints[2] == 2);
                          if (a.ints[1]) return distributed::all_gather(x[0], group_of_one());
                          return distributed::all_reduce(x[0], a.ints[0] ? ReduceOp::Avg : ReduceOp::Sum, group_of_one());
                        },
                        [](const Names& n, const Attrs& a) {
+                         if (a.ints[1] && a.ints[2] > 0)
+                           return "distributed::gather_shard(" + n[0] + ".flatten(), group_of_one, \"fuzz\", " +
+                                  (a.ints[2] == 2 ? "true" : "false") + ")";
                          if (a.ints[1]) return "distributed::all_gather(" + n[0] + ", group_of_one)";
                          return "distributed::all_reduce(" + n[0] + (a.ints[0] ? ", ReduceOp::Avg" : ", ReduceOp::Sum") +
                                 ", group_of_one)";
                        }});
-  ops.back().python = [](const Names& n, const Attrs& a) {
-                           return a.ints[1] ? "torch.stack([" + n[0] + "])" : n[0] + ".clone()";  // one rank
+  ops.back().python = [](const Names& n, const Attrs& a) {  // one rank
+                           if (a.ints[1] && a.ints[2] > 0) return n[0] + ".flatten().clone()";
+                           return a.ints[1] ? "torch.stack([" + n[0] + "])" : n[0] + ".clone()";
                          };
   ops.push_back(FuzzOp{"cat", 2, false,
                        [](Rng& rng, const TensorList& x, Attrs& a) {
