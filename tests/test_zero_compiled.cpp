@@ -6,6 +6,10 @@
 // to the hooks, and on a GPU the reductions are captured in the backward's CUDA graph.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include "distributed/collectives.h"
 #include "distributed/ddp.h"
 #include "distributed/zero_optimizer.h"
@@ -257,6 +261,46 @@ TEST(ZeroCompiled, AGraphOfSomeParametersLeavesThemToTheHooks) {
     }
     EXPECT_EQ(compiled.counters().backward_ops.count("reduce_scatter"), 0u);
   });
+}
+
+TEST(ZeroCompiled, AStalledReductionNamesItsBucketAndStep) {
+  // Rank 1 stops after two steps: rank 0's third compiled backward times out in its first bucket's
+  // reduce_scatter, which the graph node names with the step of the run that issued it.
+  using namespace std::chrono_literals;
+  std::atomic<bool> done{false};
+  const auto batches = make_batches(3);
+  auto compiled_models = models(2);
+  const auto errors = testing::run_ranks_collecting(
+      2,
+      [&](ProcessGroup& group) {
+        const int r = group.rank();
+        ZeroRedundancyOptimizer zero(compiled_models[r]->parameters(), optimizer_class<optim::AdamW>(kAdamW),
+                                     {.process_group = handle(group), .stage = 2, .bucket_cap_mb = 0.0002});
+        auto loss_fn = [m = compiled_models[r]](const Tensor& x, const Tensor& y) { return cross_entropy((*m)(x), y); };
+        Compiled<decltype(loss_fn)> compiled(loss_fn, kAot);
+        for (int step = 0; step < 3; ++step) {
+          auto [x, y] = slice(batches[static_cast<size_t>(step)], r, 2);
+          if (step == 2 && r == 1) {
+            while (!done) std::this_thread::sleep_for(5ms);  // alive, but never joins
+            return;
+          }
+          zero.zero_grad();
+          const Tensor loss = compiled(x, y);
+          if (step < 2) {
+            loss.backward();
+            zero.step();
+            continue;
+          }
+          // The first bucket reduced holds the last layer's bias: in the float32 group (group 1; the
+          // float64 scale, registered first, makes group 0).
+          EXPECT_THROW_MSG(loss.backward(), " (ZeRO reduce-scatter, group 1 bucket 0 of 3, step 2) timed out after 300 ms "
+                                            "waiting for data from rank 1");
+          done = true;
+        }
+      },
+      testing::thread_rank_options(300ms));
+  EXPECT_FALSE(errors[0]);
+  EXPECT_FALSE(errors[1]);
 }
 
 TEST(ZeroCompiled, CudaGraphsCaptureTheReductions) {
