@@ -74,9 +74,11 @@ void reduce_across_processes(JointGraph& joint, Tracer& tracer, TensorList& grad
              " gradients for ", local.size(), " leaves");
     for (size_t j = 0; j < group.slots.size(); ++j) grads[group.slots[j]] = reduced[j];
     for (const auto& [leaf, grad] : elsewhere) {
-      TG_CHECK(leaf.defined() && leaf.requires_grad() && !leaf.grad_fn() && grad.defined() &&
-                   grad.sizes() == leaf.sizes(),
-               "[compile] a gradient reducer kept a gradient for a tensor that is not a leaf requiring grad of its shape");
+      TG_CHECK(leaf.defined() && leaf.requires_grad() && !leaf.grad_fn(),
+               "[compile] a gradient reducer delivered a gradient elsewhere: expected a leaf that requires grad");
+      TG_CHECK(grad.defined() && grad.sizes() == leaf.sizes(), "[compile] a gradient reducer delivered a gradient of "
+               "shape ", grad.defined() ? shape_str(grad.sizes()) : "(undefined)", " to a leaf of shape ",
+               shape_str(leaf.sizes()));
       tracer.lift(leaf);  // a graph input (unread) that the backward's gradient edge is taken from
       const TensorList& lifted = tracer.lifted();
       const auto index = static_cast<int32_t>(
