@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -22,6 +23,16 @@ class GradReducer {
   // computed with ops so that they trace. Called once per backward graph with every leaf of this
   // reducer that the graph produces a gradient for.
   virtual TensorList reduce(const std::vector<std::shared_ptr<TensorImpl>>& leaves, const TensorList& grads) = 0;
+  // reduce() for a reducer that keeps its results elsewhere: besides the gradients of `leaves`
+  // (undefined for those that get none), it appends to `elsewhere` (leaf, traced gradient) pairs for
+  // leaves outside `leaves`, which compile() adds to the backward graph's outputs, accumulated into
+  // those leaves' .grad as any leaf's gradient is. ZeRO stage 2 keeps only this rank's block of the
+  // averaged gradients, in a shard parameter of its own. The default is reduce(), nothing elsewhere.
+  virtual TensorList reduce_elsewhere(const std::vector<std::shared_ptr<TensorImpl>>& leaves, const TensorList& grads,
+                                      std::vector<std::pair<Tensor, Tensor>>& elsewhere) {
+    (void)elsewhere;
+    return reduce(leaves, grads);
+  }
   // A compiled backward is about to deliver already reduced gradients for `leaves`.
   virtual void expect_reduced(const std::vector<std::shared_ptr<TensorImpl>>& leaves) = 0;
 };

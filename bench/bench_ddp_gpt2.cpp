@@ -231,12 +231,13 @@ int main(int argc, char** argv) {
     for (int s = 0; s < steps; ++s) std::printf("loss step %2d: %.6f\n", s + 1, host[s].item<double>());
     const auto& lc = compiled.counters();
     const auto& uc = update.counters();
-    const int in_graph = lc.backward_ops.count("bucket_average") ? lc.backward_ops.at("bucket_average") : 0;
+    // DDP's buckets average with bucket_average, ZeRO stage 2's reduce-scatter.
+    const char* reduction = zero != nullptr ? "reduce_scatter" : "bucket_average";
+    const int in_graph = lc.backward_ops.count(reduction) ? lc.backward_ops.at(reduction) : 0;
     std::printf("compiled: loss %d compilation(s), %d compiled call(s), %d eager fallback(s), %d bucket "
                 "reduction(s) in its backward graph%s; update %d compilation(s), %d compiled call(s)\n",
                 lc.compilations, lc.compiled_calls, lc.eager_fallbacks, in_graph,
-                zero != nullptr ? " (stage 2 reduce-scatters from hooks, after the backward graph)" : "",
-                uc.compilations, uc.compiled_calls);
+                zero != nullptr ? " (stage 2: reduce-scatters)" : "", uc.compilations, uc.compiled_calls);
     std::printf("summary %s: world %d, %.2f ms/step, %.0f tokens/s, state %lld bytes on rank 0, final loss %.6f\n",
                 mode.c_str(), world, ms_per_step, tokens_per_s, static_cast<long long>(opt_bytes + grad_bytes),
                 host[steps - 1].item<double>());

@@ -6,38 +6,62 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "autograd/grad_reducer.h"
 #include "tensor/tensor.h"
 
 namespace tg::distributed {
 
 class ZeroRedundancyOptimizer;
 
-// Driven by the parameters' post-accumulate-grad hooks: once every gradient of a bucket is there
-// (buckets go out in one order on every rank), the bucket is averaged over the ranks with one
-// reduce_scatter, this rank's block is added to its shard parameter's .grad (so backwards accumulate
-// as they would into .grad), and the bucket's parameters lose their .grad. Compiled backwards
-// deliver their gradients through the same hooks once the backward graph has run.
-class ShardedGradientBuckets {
+// Eager backwards drive it through the parameters' post-accumulate-grad hooks: once every gradient
+// of a bucket is there (buckets go out in one order on every rank), the bucket is averaged over the
+// ranks with one reduce_scatter, this rank's block is added to its shard parameter's .grad (so
+// backwards accumulate as they would into .grad), and the bucket's parameters lose their .grad.
+// Compiled backwards that produce every parameter's gradient fold the same reduce_scatters into the
+// backward graph (reduce_elsewhere), which delivers the blocks to the shard parameters' .grad and
+// none to the parameters; a graph that produces only some of them leaves them to the hooks.
+class ShardedGradientBuckets final : public GradReducer {
  public:
   explicit ShardedGradientBuckets(ZeroRedundancyOptimizer& owner);
-  // Registers the hooks (they hold this weakly: once it is gone they do nothing).
+  // Registers the hooks (they hold this weakly: once it is gone they do nothing) and attaches this
+  // to the parameters as their gradient reducer.
   void attach();
-  // Stops reducing (the optimizer is being destroyed).
-  void detach() { attached_ = false; }
+  // Stops reducing and detaches from the parameters (the optimizer is being destroyed).
+  void detach();
   // Called after parameter `index`'s .grad was accumulated.
   void on_accumulated(size_t index);
   // Throws, naming the parameters without a gradient, when a backward left buckets unreduced (and
   // forgets that backward's progress).
   void check_finished();
 
+  // GradReducer, for compile(): reduces always (no no_sync(): accumulating backwards add their
+  // averaged blocks to the shards, which is the average of the accumulated gradients).
+  bool reducing() const override { return attached_; }
+  // Refused: the reduced gradients are the shard parameters', which only reduce_elsewhere delivers.
+  TensorList reduce(const std::vector<std::shared_ptr<TensorImpl>>& leaves, const TensorList& grads) override;
+  // Traces each bucket's reduce_scatter (in the hooks' order) and returns undefined gradients for
+  // the parameters, the blocks going `elsewhere` as the shard parameters' gradients; leaves that are
+  // not every parameter are returned as they are (the hooks reduce them).
+  TensorList reduce_elsewhere(const std::vector<std::shared_ptr<TensorImpl>>& leaves, const TensorList& grads,
+                              std::vector<std::pair<Tensor, Tensor>>& elsewhere) override;
+  // Counts the step of a compiled backward whose graph holds the reductions.
+  void expect_reduced(const std::vector<std::shared_ptr<TensorImpl>>& leaves) override;
+
  private:
   void launch_ready();
+  // This rank's block of bucket `order_[slot]` averaged over the ranks, from its members' gradients
+  // (in flat order; undefined ones count as zeros): one reduce_scatter, named with the step.
+  Tensor reduce_bucket(size_t slot, const TensorList& member_grads) const;
+  // Whether `leaves` are every parameter (a backward graph reducing them all).
+  bool covers(const std::vector<std::shared_ptr<TensorImpl>>& leaves) const;
 
   ZeroRedundancyOptimizer& owner_;
   bool attached_ = true;
+  std::unordered_map<const TensorImpl*, size_t> index_of_;  // parameter -> its index
   std::vector<std::pair<size_t, size_t>> order_;  // (group, bucket) in reduction order
   std::vector<size_t> slot_of_;                   // per parameter: its bucket's place in order_
   std::vector<size_t> sizes_;                     // per slot: its parameters

@@ -39,6 +39,9 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(TensorList params, OptimizerFac
     TG_CHECK(world == 1 || p.device() == group_->device(), "[ZeroRedundancyOptimizer] parameter ", i, " is on ",
              p.device().str(), ", expected the process group's device ", group_->device().str());
     const AutogradMeta* meta = p.impl()->autograd_if_present();
+    TG_CHECK(!meta || !dynamic_cast<const ShardedGradientBuckets*>(meta->grad_reducer.get()),
+             "[ZeroRedundancyOptimizer] parameter ", i, " already has its gradients sharded by another stage 2 "
+             "ZeroRedundancyOptimizer: expected one per parameter");
     if (meta && meta->grad_reducer) ++reduced;
     broadcast_(p, 0, group_);  // every rank starts from rank 0's parameters
   }

@@ -504,8 +504,8 @@ TEST(ZeroCheckpoint, ACheckpointOfTwoRanksLoadsOnOne) {
 }
 
 TEST(ZeroRedundancyOptimizer, Stage2UnderACompiledModel) {
-  // The compiled backward delivers its gradients through the same hooks: they are reduced into the
-  // shards after the backward graph has run.
+  // The compiled backward graph reduce-scatters each bucket itself and delivers the blocks to the
+  // shard parameters' .grad (the hooks see no gradient of the parameters).
   auto plain = make_mlp(kCPU), sharded = make_mlp(kCPU);
   optim::AdamW reference(plain->parameters(), {.lr = 0.01, .weight_decay = 0.1});
   ZeroRedundancyOptimizer zero(sharded->parameters(),
@@ -526,6 +526,7 @@ TEST(ZeroRedundancyOptimizer, Stage2UnderACompiledModel) {
     expect_params_close(sharded->parameters(), plain->parameters());
   }
   EXPECT_EQ(compiled.counters().compilations, 1);
+  EXPECT_EQ(compiled.counters().backward_ops.at("reduce_scatter"), static_cast<int>(zero.layout().groups[0].buckets.size()));
   EXPECT_EQ(step.counters().compilations, 1);
 }
 

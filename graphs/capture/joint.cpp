@@ -44,8 +44,9 @@ class GeneratorStateGuard {
 
 // Folds the cross-process reduction of lifted leaves' gradients (data-parallel parameters) into the
 // traced backward: each reducer that is reducing now gets its leaves' gradients, in the order they
-// were captured (the same on every process), and its results replace them.
-void reduce_across_processes(JointGraph& joint, const Tracer& tracer, TensorList& grads) {
+// were captured (the same on every process), and its results replace them. Gradients it keeps
+// elsewhere (a sharded optimizer's shard parameters) become gradients of those leaves, lifted.
+void reduce_across_processes(JointGraph& joint, Tracer& tracer, TensorList& grads) {
   struct Group {
     std::shared_ptr<GradReducer> reducer;
     std::vector<std::shared_ptr<TensorImpl>> leaves;
@@ -67,10 +68,32 @@ void reduce_across_processes(JointGraph& joint, const Tracer& tracer, TensorList
     if (!group.reducer->reducing()) continue;
     TensorList local;
     for (size_t k : group.slots) local.push_back(grads[k]);
-    TensorList reduced = group.reducer->reduce(group.leaves, local);
+    std::vector<std::pair<Tensor, Tensor>> elsewhere;
+    TensorList reduced = group.reducer->reduce_elsewhere(group.leaves, local, elsewhere);
     TG_CHECK(reduced.size() == local.size(), "[compile] a gradient reducer returned ", reduced.size(),
              " gradients for ", local.size(), " leaves");
     for (size_t j = 0; j < group.slots.size(); ++j) grads[group.slots[j]] = reduced[j];
+    for (const auto& [leaf, grad] : elsewhere) {
+      TG_CHECK(leaf.defined() && leaf.requires_grad() && !leaf.grad_fn(),
+               "[compile] a gradient reducer delivered a gradient elsewhere: expected a leaf that requires grad");
+      TG_CHECK(grad.defined() && grad.sizes() == leaf.sizes(), "[compile] a gradient reducer delivered a gradient of "
+               "shape ", grad.defined() ? shape_str(grad.sizes()) : "(undefined)", " to a leaf of shape ",
+               shape_str(leaf.sizes()));
+      tracer.lift(leaf);  // a graph input (unread) that the backward's gradient edge is taken from
+      const TensorList& lifted = tracer.lifted();
+      const auto index = static_cast<int32_t>(
+          std::find_if(lifted.begin(), lifted.end(), [&](const Tensor& t) { return t.is_same(leaf); }) - lifted.begin());
+      auto known = std::find_if(joint.grad_primals.begin(), joint.grad_primals.end(), [&](const PrimalRef& p) {
+        return p.kind == InputKind::Lifted && p.index == index;
+      });
+      if (known != joint.grad_primals.end()) {  // the function used the leaf too: both gradients add up
+        Tensor& g = grads[static_cast<size_t>(known - joint.grad_primals.begin())];
+        g = g.defined() ? g + grad : grad;
+        continue;
+      }
+      joint.grad_primals.push_back({InputKind::Lifted, index});
+      grads.push_back(grad);
+    }
     GradReduction folded{group.reducer, {}};
     for (const auto& leaf : group.leaves) folded.leaves.push_back(leaf);
     joint.reductions.push_back(std::move(folded));
