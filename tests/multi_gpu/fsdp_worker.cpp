@@ -3,14 +3,20 @@
 //   fsdp_worker parity   a small GPT (blocks and root sharded, with and without checkpointing)
 //                        against DistributedDataParallel with AdamW, each rank on its rows of every
 //                        batch: the same losses and parameters.
+//   fsdp_worker compiled the same, with the sharded model's loss under compile() (aot_eager on the
+//                        CPU, cudagraphs on GPUs): compiled once, never recompiled nor run eagerly,
+//                        its gathers and reduce-scatters nodes of the graphs.
 //   fsdp_worker memory   one AdamW step of a GPT (GPT-2 small's shape on GPUs, a smaller one on the
 //                        CPU) sharded and then under DDP: the bytes each rank keeps for parameters,
 //                        gradients and optimizer state afterwards (the CUDA allocator's count on GPUs,
 //                        the tensors' sizes on the CPU), and their ratio.
 // Prints one line per check and exits non-zero on a mismatch.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <string>
+#include <utility>
 
 #include "distributed/fsdp.h"
 #include "tapegraph.h"
@@ -51,9 +57,55 @@ Tensor lm_loss(nn::Module& m, const std::pair<Tensor, Tensor>& b, int64_t vocab)
 
 const optim::AdamOptions kAdam{.lr = 0.01, .weight_decay = 0.1};
 
-int parity() {
+// The largest difference between the sharded model's full parameters and DDP's. The key third of
+// qkv.bias has an exactly zero gradient (the softmax ignores a shift shared by all keys); AdamW scales
+// the rounding noise in its place to lr-sized steps, so it is left out.
+double max_parameter_difference(nn::GPT& sharded, nn::DistributedDataParallel& ddp) {
+  const auto full = distributed::full_state_dict(sharded);
+  double worst = 0;
+  for (const auto& [name, p] : ddp.module()->named_parameters()) {
+    Tensor a = full.at(name).cpu(), b = p.detach().cpu();
+    if (name.size() > 8 && name.compare(name.size() - 8, 8, "qkv.bias") == 0) {
+      const int64_t d = a.size(0) / 3;
+      a = cat({a.narrow(0, 0, d), a.narrow(0, 2 * d, d)});
+      b = cat({b.narrow(0, 0, d), b.narrow(0, 2 * d, d)});
+    }
+    worst = std::max(worst, (a - b).abs().amax().item<double>());
+  }
+  return worst;
+}
+
+int count_of(const std::map<std::string, int>& ops, const std::string& name) {
+  const auto it = ops.find(name);
+  return it == ops.end() ? 0 : it->second;
+}
+
+// Compiled once and run compiled on every step, with each of the `units` gathered by a node of the
+// forward graph and its gradient reduce-scattered by one of the backward's: what the counters say, and
+// whether that holds.
+std::pair<std::string, bool> compiled_once(const graphs::CompileCounters& c, int steps, int units) {
+  const int gathers = count_of(c.forward_ops, "fsdp_all_gather") + count_of(c.forward_ops, "fsdp_regather");
+  const int reduce_scatters = count_of(c.backward_ops, "reduce_scatter");
+  const bool ok = c.compilations == 1 && c.recompiles == 0 && c.eager_fallbacks == 0 && c.compiled_calls == steps &&
+                  gathers == units && reduce_scatters == units;
+  std::string text = std::to_string(c.compilations) + " compilation(s), " + std::to_string(c.recompiles) +
+                     " recompile(s), " + std::to_string(c.eager_fallbacks) + " eager fallback(s), " +
+                     std::to_string(c.compiled_calls) + " compiled call(s), " + std::to_string(gathers) +
+                     " gather(s) and " + std::to_string(reduce_scatters) + " reduce-scatter(s) in the graphs";
+  if (!c.recompile_reasons.empty()) text += "; recompiled: " + c.recompile_reasons[0];
+  if (!c.fallback_reasons.empty()) text += "; ran eagerly: " + c.fallback_reasons[0];
+  return {text, ok};
+}
+
+// The small GPT sharded per block and at the root against DistributedDataParallel, with and without
+// checkpointing, both with AdamW and each rank on its rows of every batch. With `compiled`, the sharded
+// model's loss runs through compile() (aot_eager on the CPU, cudagraphs on GPUs); DDP stays eager.
+int parity(bool compiled) {
   const Device device = distributed::default_group()->device();
   const int rank = distributed::rank();
+  const std::string backend = device.is_cuda() ? "cudagraphs" : "aot_eager";
+  const std::string label = compiled ? "compiled (" + backend + ") fsdp" : "fsdp";
+  constexpr int kSteps = 5;
   int failures = 0;
   for (bool checkpoint : {false, true}) {
     const nn::GPTConfig config{.vocab_size = 64, .context = 16, .d_model = 32, .heads = 2, .layers = 3,
@@ -63,37 +115,35 @@ int parity() {
     auto model = make_gpt(config, device);
     shard(*model);
     optim::AdamW opt(distributed::sharded_parameters(*model), kAdam);
+    // Traced on its first call (none when eager).
+    auto step = compile([&](const Tensor& x, const Tensor& y) { return lm_loss(*model, {x, y}, config.vocab_size); },
+                        {.backend = backend});
     double worst_loss = 0;
-    for (int s = 0; s < 5; ++s) {
+    for (int s = 0; s < kSteps; ++s) {
       const auto batch = local_batch(s, config.vocab_size, config.context, device);
       ddp_opt.zero_grad();
       const Tensor ddp_loss = lm_loss(*ddp, batch, config.vocab_size);
       ddp_loss.backward();
       ddp_opt.step();
       opt.zero_grad();
-      const Tensor loss = lm_loss(*model, batch, config.vocab_size);
+      const Tensor loss = compiled ? step(batch.first, batch.second) : lm_loss(*model, batch, config.vocab_size);
       loss.backward();
       opt.step();
       worst_loss = std::max(worst_loss, std::abs(loss.item<double>() - ddp_loss.item<double>()));
     }
-    // The key third of qkv.bias has an exactly zero gradient (the softmax ignores a shift shared by all
-    // keys); AdamW scales the rounding noise in its place to lr-sized steps, so it is left out.
-    const auto full = distributed::full_state_dict(*model);
-    double worst = 0;
-    for (const auto& [name, p] : ddp->module()->named_parameters()) {
-      Tensor a = full.at(name).cpu(), b = p.detach().cpu();
-      if (name.size() > 8 && name.compare(name.size() - 8, 8, "qkv.bias") == 0) {
-        const int64_t d = a.size(0) / 3;
-        a = cat({a.narrow(0, 0, d), a.narrow(0, 2 * d, d)});
-        b = cat({b.narrow(0, 0, d), b.narrow(0, 2 * d, d)});
-      }
-      worst = std::max(worst, (a - b).abs().amax().item<double>());
-    }
+    const double worst = max_parameter_difference(*model, *ddp);
     const double tolerance = device.is_cuda() ? 1e-4 : 1e-5;
-    const bool ok = worst < tolerance && worst_loss < tolerance;
+    bool ok = worst < tolerance && worst_loss < tolerance;
+    std::string counters;
+    if (compiled) {
+      const auto [text, once] = compiled_once(step.counters(), kSteps, config.layers + 1);
+      counters = ", " + text;
+      ok = ok && once;
+    }
     failures += ok ? 0 : 1;
-    std::printf("rank %d fsdp %s: max |fsdp - ddp| = %.3g (parameters), %.3g (losses) over 5 steps: %s\n", rank,
-                checkpoint ? "checkpointed" : "plain", worst, worst_loss, ok ? "ok" : "MISMATCH");
+    std::printf("rank %d %s %s: max |fsdp - ddp| = %.3g (parameters), %.3g (losses) over %d steps%s: %s\n", rank,
+                label.c_str(), checkpoint ? "checkpointed" : "plain", worst, worst_loss, kSteps, counters.c_str(),
+                ok ? "ok" : "MISMATCH");
   }
   return failures == 0 ? 0 : 1;
 }
@@ -156,7 +206,8 @@ int main(int argc, char** argv) {
     distributed::init();
     const std::string what = argc > 1 ? argv[1] : "parity";
     int rc = 2;
-    if (what == "parity") rc = parity();
+    if (what == "parity") rc = parity(/*compiled=*/false);
+    if (what == "compiled") rc = parity(/*compiled=*/true);
     if (what == "memory") rc = memory();
     std::fflush(stdout);
     distributed::destroy();
