@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "distributed/collectives.h"
@@ -82,6 +83,13 @@ Tensor loss_of_rest(const ScaledMlp& m, const Tensor& h, const Tensor& y) {
   return cross_entropy(mul(linear(h2, p[4], p[5]).to(kFloat64), m.scale()), y);
 }
 
+// A stage 2 AdamW over `params`, with buckets small enough that the test MLP spans several.
+std::unique_ptr<ZeroRedundancyOptimizer> stage2(const TensorList& params, std::shared_ptr<ProcessGroup> group) {
+  return std::make_unique<ZeroRedundancyOptimizer>(
+      params, optimizer_class<optim::AdamW>(kAdamW),
+      ZeroOptions{.process_group = std::move(group), .stage = 2, .bucket_cap_mb = 0.0002});
+}
+
 size_t bucket_count(const ZeroRedundancyOptimizer& zero) {
   size_t n = 0;
   for (const ZeroGroup& g : zero.layout().groups) n += g.buckets.size();
@@ -96,10 +104,9 @@ void expect_compiled_matches_eager_and_ddp(int world) {
   auto compiled_models = models(world), eager_models = models(world), ddp_models = models(world);
   run_ranks(world, [&](ProcessGroup& group) {
     const int r = group.rank();
-    const ZeroOptions options{.process_group = handle(group), .stage = 2, .bucket_cap_mb = 0.0002};
-    ZeroRedundancyOptimizer compiled_zero(compiled_models[r]->parameters(), optimizer_class<optim::AdamW>(kAdamW),
-                                          options);
-    ZeroRedundancyOptimizer eager_zero(eager_models[r]->parameters(), optimizer_class<optim::AdamW>(kAdamW), options);
+    auto compiled_zero_owner = stage2(compiled_models[r]->parameters(), handle(group));
+    auto eager_zero_owner = stage2(eager_models[r]->parameters(), handle(group));
+    ZeroRedundancyOptimizer &compiled_zero = *compiled_zero_owner, &eager_zero = *eager_zero_owner;
     nn::DistributedDataParallel ddp(ddp_models[r], {.process_group = handle(group)});
     optim::AdamW ddp_opt(ddp.parameters(), kAdamW);
     auto loss_fn = [m = compiled_models[r]](const Tensor& x, const Tensor& y) { return cross_entropy((*m)(x), y); };
@@ -175,10 +182,9 @@ TEST(ZeroCompiled, BackwardsAccumulateIntoTheShards) {
   auto compiled_models = models(world), eager_models = models(world);
   run_ranks(world, [&](ProcessGroup& group) {
     const int r = group.rank();
-    const ZeroOptions options{.process_group = handle(group), .stage = 2, .bucket_cap_mb = 0.0002};
-    ZeroRedundancyOptimizer compiled_zero(compiled_models[r]->parameters(), optimizer_class<optim::AdamW>(kAdamW),
-                                          options);
-    ZeroRedundancyOptimizer eager_zero(eager_models[r]->parameters(), optimizer_class<optim::AdamW>(kAdamW), options);
+    auto compiled_zero_owner = stage2(compiled_models[r]->parameters(), handle(group));
+    auto eager_zero_owner = stage2(eager_models[r]->parameters(), handle(group));
+    ZeroRedundancyOptimizer &compiled_zero = *compiled_zero_owner, &eager_zero = *eager_zero_owner;
     auto loss_fn = [m = compiled_models[r]](const Tensor& x, const Tensor& y) { return cross_entropy((*m)(x), y); };
     Compiled<decltype(loss_fn)> compiled(loss_fn, kAot);
     for (size_t i = 0; i < batches.size(); i += 2) {
@@ -205,10 +211,9 @@ TEST(ZeroCompiled, UndefinedGradientsCountAsZeros) {
   auto compiled_models = models(world), eager_models = models(world);
   run_ranks(world, [&](ProcessGroup& group) {
     const int r = group.rank();
-    const ZeroOptions options{.process_group = handle(group), .stage = 2, .bucket_cap_mb = 0.0002};
-    ZeroRedundancyOptimizer compiled_zero(compiled_models[r]->parameters(), optimizer_class<optim::AdamW>(kAdamW),
-                                          options);
-    ZeroRedundancyOptimizer eager_zero(eager_models[r]->parameters(), optimizer_class<optim::AdamW>(kAdamW), options);
+    auto compiled_zero_owner = stage2(compiled_models[r]->parameters(), handle(group));
+    auto eager_zero_owner = stage2(eager_models[r]->parameters(), handle(group));
+    ZeroRedundancyOptimizer &compiled_zero = *compiled_zero_owner, &eager_zero = *eager_zero_owner;
     // The first layer runs without its bias, which the function reads but drops; eagerly the bias
     // enters the loss times zero.
     auto loss_fn = [m = compiled_models[r]](const Tensor& x, const Tensor& y) {
@@ -241,10 +246,9 @@ TEST(ZeroCompiled, AGraphOfSomeParametersLeavesThemToTheHooks) {
   auto compiled_models = models(world), eager_models = models(world);
   run_ranks(world, [&](ProcessGroup& group) {
     const int r = group.rank();
-    const ZeroOptions options{.process_group = handle(group), .stage = 2, .bucket_cap_mb = 0.0002};
-    ZeroRedundancyOptimizer compiled_zero(compiled_models[r]->parameters(), optimizer_class<optim::AdamW>(kAdamW),
-                                          options);
-    ZeroRedundancyOptimizer eager_zero(eager_models[r]->parameters(), optimizer_class<optim::AdamW>(kAdamW), options);
+    auto compiled_zero_owner = stage2(compiled_models[r]->parameters(), handle(group));
+    auto eager_zero_owner = stage2(eager_models[r]->parameters(), handle(group));
+    ZeroRedundancyOptimizer &compiled_zero = *compiled_zero_owner, &eager_zero = *eager_zero_owner;
     const TensorList cp = compiled_models[r]->mlp_params();
     auto body = [cp](const Tensor& x) { return relu(linear(x, cp[0], cp[1])); };
     Compiled<decltype(body)> compiled(body, kAot);
@@ -312,9 +316,9 @@ TEST(ZeroCompiled, CudaGraphsCaptureTheReductions) {
   {
     auto group = std::make_shared<ProcessGroup>(distributed::Environment{}, InitOptions{});  // "auto": NCCL
     ASSERT_EQ(group->device(), device);
-    const ZeroOptions options{.process_group = group, .stage = 2, .bucket_cap_mb = 0.0002};
-    ZeroRedundancyOptimizer compiled_zero(compiled_model->parameters(), optimizer_class<optim::AdamW>(kAdamW), options);
-    ZeroRedundancyOptimizer eager_zero(eager_model->parameters(), optimizer_class<optim::AdamW>(kAdamW), options);
+    auto compiled_zero_owner = stage2(compiled_model->parameters(), group);
+    auto eager_zero_owner = stage2(eager_model->parameters(), group);
+    ZeroRedundancyOptimizer &compiled_zero = *compiled_zero_owner, &eager_zero = *eager_zero_owner;
     auto loss_fn = [&](const Tensor& x, const Tensor& y) { return cross_entropy((*compiled_model)(x), y); };
     Compiled<decltype(loss_fn)> compiled(loss_fn, {.backend = "cudagraphs"});
     for (const auto& [x, y] : make_batches(5, device)) {
