@@ -111,18 +111,11 @@ std::optional<std::string> compare_call(graphs::CompiledFunction& compiled, cons
   const std::string at = "call " + std::to_string(call) + ": ";
   TensorList eager_in = copy_inputs(inputs);
   TensorList compiled_in = copy_inputs(inputs);
-  TensorList expected, actual;
-  TensorList eager_diff, weights;
+  TensorList expected, actual, weights;
   try {
     if (options.seed) manual_seed(*options.seed + static_cast<uint64_t>(call));
     expected = fn(eager_in);
-    for (const Tensor& out : expected) {
-      if (!out.requires_grad()) continue;
-      eager_diff.push_back(out);
-      NoGradGuard no_grad;
-      weights.push_back(rand(out.sizes(), {.dtype = out.dtype(), .device = out.device()}));
-    }
-    if (!eager_diff.empty()) backward(eager_diff, weights);
+    weights = backward_with_random_weights(expected);
   } catch (const Error& e) {
     eager_error = e.what();
     return std::nullopt;
@@ -131,10 +124,7 @@ std::optional<std::string> compare_call(graphs::CompiledFunction& compiled, cons
     if (options.seed) manual_seed(*options.seed + static_cast<uint64_t>(call));
     actual = compiled.call(compiled_in);
     if (auto d = call_difference(actual, expected, compiled_in, eager_in, options.rtol, options.atol, at)) return d;
-    TensorList compiled_diff;
-    for (const Tensor& t : actual)
-      if (t.requires_grad()) compiled_diff.push_back(t);
-    if (!compiled_diff.empty()) backward(compiled_diff, weights);
+    backward_with_weights(actual, weights);
   } catch (const Error& e) {
     return at + "compiled mode raised where eager mode did not: " + e.what();
   }
@@ -142,6 +132,24 @@ std::optional<std::string> compare_call(graphs::CompiledFunction& compiled, cons
 }
 
 }  // namespace
+
+TensorList backward_with_random_weights(const TensorList& outputs) {
+  TensorList weights;
+  {
+    NoGradGuard no_grad;
+    for (const Tensor& out : outputs)
+      if (out.requires_grad()) weights.push_back(rand(out.sizes(), {.dtype = out.dtype(), .device = out.device()}));
+  }
+  backward_with_weights(outputs, weights);
+  return weights;
+}
+
+void backward_with_weights(const TensorList& outputs, const TensorList& weights) {
+  TensorList differentiable;
+  for (const Tensor& out : outputs)
+    if (out.requires_grad()) differentiable.push_back(out);
+  if (!differentiable.empty()) backward(differentiable, weights);
+}
 
 ParityReport compare_compiled_with_eager(const graphs::GraphFn& fn, const TensorList& inputs,
                                          const ParityOptions& options) {

@@ -45,6 +45,12 @@ std::optional<std::string> call_difference(const TensorList& actual, const Tenso
 std::optional<std::string> grads_difference(const TensorList& compiled_in, const TensorList& eager_in, double rtol,
                                             double atol, const std::string& at);
 
+// Runs backward from the outputs that require grad, each weighted by a fresh uniform draw of its
+// shape, and returns the weights so that the other mode's backward can use the same.
+TensorList backward_with_random_weights(const TensorList& outputs);
+// Runs backward from the outputs that require grad with `weights` (backward_with_random_weights's).
+void backward_with_weights(const TensorList& outputs, const TensorList& weights);
+
 // Runs fn eagerly and compiled on separate copies of `inputs` (strides, requires_grad and
 // argument aliasing preserved), `options.calls` times, and compares: output values, dtypes and
 // shapes; which outputs alias inputs or each other; the inputs' contents afterwards (mutations);

@@ -5,7 +5,6 @@
 #include <set>
 #include <sstream>
 
-#include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "fuzz/fuzz_generator.h"
 #include "fuzz/fuzz_ops.h"
@@ -231,17 +230,11 @@ std::optional<std::string> compare_call(graphs::CompiledFunction& compiled, cons
     const double v = s.values[static_cast<size_t>(call)];
     args.host.push_back({"s" + std::to_string(k), s.integer ? graphs::HostValue(static_cast<int64_t>(v)) : graphs::HostValue(v)});
   }
-  TensorList expected, actual, eager_diff, weights;
+  TensorList expected, actual, weights;
   try {
     manual_seed(p.seed + static_cast<uint64_t>(call));
     expected = run_program(p, eager_in);
-    for (const Tensor& out : expected) {
-      if (!out.requires_grad()) continue;
-      eager_diff.push_back(out);
-      NoGradGuard no_grad;
-      weights.push_back(rand(out.sizes(), {.dtype = out.dtype(), .device = out.device()}));
-    }
-    if (!eager_diff.empty()) backward(eager_diff, weights);
+    weights = testing::backward_with_random_weights(expected);
   } catch (const Error& e) {
     eager_error = at + e.what();
     return std::nullopt;
@@ -250,10 +243,7 @@ std::optional<std::string> compare_call(graphs::CompiledFunction& compiled, cons
     manual_seed(p.seed + static_cast<uint64_t>(call));
     actual = compiled.call(args);
     if (auto d = testing::call_difference(actual, expected, compiled_in, eager_in, tol.rtol, tol.atol, at)) return d;
-    TensorList compiled_diff;
-    for (const Tensor& t : actual)
-      if (t.requires_grad()) compiled_diff.push_back(t);
-    if (!compiled_diff.empty()) backward(compiled_diff, weights);
+    testing::backward_with_weights(actual, weights);
   } catch (const Error& e) {
     return at + "compiled mode raised where eager mode did not: " + e.what();
   }
