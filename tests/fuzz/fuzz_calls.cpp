@@ -108,17 +108,12 @@ void draw_statements(Program& p, TensorList& values, Rng& rng, int scalar_count,
       operands.push_back(values[static_cast<size_t>(s.operands.back())]);
     }
     s.attrs.first_param = params;
-    Tensor result;
     try {
       if (!op.draw(rng, operands, s.attrs)) continue;
-      result = op.apply(operands, s.attrs);
     } catch (const Error&) {
       continue;
     }
-    s.dtype = result.dtype();
-    if (s.attrs.module) params += static_cast<int>(s.attrs.module->parameters().size());
-    values.push_back(result);
-    p.body.push_back(std::move(s));
+    if (!append_statement(p, values, std::move(s), operands, params)) continue;
     ++placed;
     const int v = static_cast<int>(values.size()) - 1;
     if (scalar && std::find(p.outputs.begin(), p.outputs.end(), v) == p.outputs.end()) p.outputs.push_back(v);

@@ -176,17 +176,7 @@ Program generate(uint64_t seed, const OracleOptions* oracle) {
     } catch (const Error&) {  // a module that refuses these operands' sizes: the op does not apply
       drawn = false;
     }
-    if (!drawn) continue;
-    Tensor result;
-    try {
-      result = op.apply(operands, s.attrs);
-    } catch (const Error&) {
-      continue;
-    }
-    s.dtype = result.dtype();
-    if (s.attrs.module) params += static_cast<int>(s.attrs.module->parameters().size());
-    values.push_back(result);
-    p.body.push_back(std::move(s));
+    if (drawn) append_statement(p, values, std::move(s), operands, params);
   }
 
   const int last = static_cast<int>(values.size()) - 1;
@@ -204,6 +194,21 @@ Program generate(uint64_t seed, const OracleOptions* oracle) {
 bool low_precision(const Tensor& t) { return t.dtype() == kBFloat16 || t.dtype() == kFloat16; }
 
 }  // namespace
+
+bool append_statement(Program& p, TensorList& values, Statement s, const TensorList& operands, int& params) {
+  Tensor result;
+  try {
+    TensorList args = operands;
+    result = fuzz_ops()[static_cast<size_t>(s.op)].apply(args, s.attrs);
+  } catch (const Error&) {
+    return false;
+  }
+  s.dtype = result.dtype();
+  if (s.attrs.module) params += static_cast<int>(s.attrs.module->parameters().size());
+  values.push_back(result);
+  p.body.push_back(std::move(s));
+  return true;
+}
 
 Program generate_program(uint64_t seed) { return generate(seed, nullptr); }
 

@@ -51,6 +51,11 @@ struct FuzzResult {
   std::string report;
 };
 
+// Applies statement `s` (its op, operands and attributes drawn) to `operands`, their values, and
+// appends it to `p` and its result to `values`, counting a module's parameters into `params`.
+// False, with nothing appended, when the op raises on these operands.
+bool append_statement(Program& p, TensorList& values, Statement s, const TensorList& operands, int& params);
+
 // Runs the program eagerly and compiled with `backend` on `device`, its plan's calls (at least
 // three: warm-up, recording and replay for cudagraphs; calls may differ in input tensors, sizes and
 // scalar arguments, see CallPlan), comparing outputs, aliasing, input mutations and gradients.
