@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "autograd/checkpoint_frame.h"
-#include "autograd/grad_mode.h"
 #include "autograd/saved_tensor.h"
-#include "ops/autocast.h"
-#include "ops/random.h"
+#include "ops/core/autocast.h"
+#include "ops/random/random.h"
+#include "tensor/grad_mode.h"
 
 namespace tg {
 

@@ -5,12 +5,12 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/op_node.h"
-#include "ops/autocast.h"
-#include "ops/dispatch.h"
-#include "ops/factory.h"
+#include "ops/core/autocast.h"
+#include "ops/core/dispatch.h"
+#include "ops/factory/factory.h"
+#include "tensor/grad_mode.h"
 
 namespace tg {
 namespace {

@@ -7,10 +7,10 @@
 #include "autograd/engine.h"
 #include "autograd/op_node.h"
 #include "autograd/view_rebase.h"
-#include "ops/dispatch.h"
-#include "ops/factory.h"
-#include "ops/reduce.h"
-#include "ops/view.h"
+#include "ops/core/dispatch.h"
+#include "ops/factory/factory.h"
+#include "ops/reduce/reduce.h"
+#include "ops/shape/view.h"
 
 namespace tg {
 namespace {

@@ -23,9 +23,9 @@
 #include <variant>
 #include <vector>
 
-#include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/saved_tensor.h"
+#include "tensor/grad_mode.h"
 #include "tensor/tensor.h"
 #include "tensor/tensor_meta.h"
 

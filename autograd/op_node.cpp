@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "autograd/grad_mode.h"
 #include "autograd/view_rebase.h"
-#include "ops/factory.h"
+#include "ops/factory/factory.h"
+#include "tensor/grad_mode.h"
 
 namespace tg {
 

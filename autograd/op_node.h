@@ -5,8 +5,8 @@
 
 #include "autograd/node.h"
 #include "autograd/saved_tensor.h"
-#include "ops/op.h"
-#include "tensor/cpu_allocator.h"
+#include "ops/core/op.h"
+#include "tensor/memory/cpu_allocator.h"
 
 namespace tg {
 

@@ -1,9 +1,9 @@
 #include "autograd/view_rebase.h"
 
-#include "autograd/grad_mode.h"
-#include "ops/dispatch.h"
-#include "ops/factory.h"
-#include "ops/view.h"
+#include "ops/core/dispatch.h"
+#include "ops/factory/factory.h"
+#include "ops/shape/view.h"
+#include "tensor/grad_mode.h"
 
 namespace tg {
 

@@ -1,7 +1,7 @@
 #include "autograd/zero_grad.h"
 
-#include "autograd/grad_mode.h"
-#include "ops/copy.h"
+#include "ops/elementwise/copy.h"
+#include "tensor/grad_mode.h"
 
 namespace tg {
 

@@ -3,7 +3,7 @@
 // default float32 CPU path. One thread for both (run with OMP_NUM_THREADS=1 for oneDNN).
 #include <benchmark/benchmark.h>
 
-#include "ops/conv_kernels.h"
+#include "ops/conv/conv_kernels.h"
 #include "tapegraph.h"
 
 namespace {

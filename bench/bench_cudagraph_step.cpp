@@ -18,8 +18,8 @@
 #include "bench/step_trainer.h"
 #include "bench/workloads.h"
 #include "tapegraph.h"
-#include "tensor/cuda_memory.h"
 #include "tensor/cuda_runtime.h"
+#include "tensor/memory/cuda_memory.h"
 
 namespace {
 

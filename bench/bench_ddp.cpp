@@ -10,7 +10,7 @@
 #include <functional>
 #include <memory>
 
-#include "distributed/ddp.h"
+#include "distributed/ddp/ddp.h"
 #include "resnet_tiny.h"
 #include "step_timing.h"
 #include "step_trainer.h"

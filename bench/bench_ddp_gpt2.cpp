@@ -29,12 +29,12 @@
 #include <vector>
 
 #include "bench/capture_mode.h"
-#include "distributed/collectives.h"
-#include "distributed/ddp.h"
-#include "distributed/zero_optimizer.h"
+#include "distributed/collectives/collectives.h"
+#include "distributed/ddp/ddp.h"
+#include "distributed/zero/zero_optimizer.h"
 #include "tapegraph.h"
-#include "tensor/cuda_memory.h"
 #include "tensor/cuda_runtime.h"
+#include "tensor/memory/cuda_memory.h"
 
 namespace {
 

@@ -27,10 +27,10 @@
 #include "bench/capture_mode.h"
 #include "bench/step_timing.h"
 #include "graphs/counters.h"
-#include "ops/disk_cache.h"
+#include "ops/core/disk_cache.h"
 #include "tapegraph.h"
-#include "tensor/cuda_memory.h"
 #include "tensor/cuda_runtime.h"
+#include "tensor/memory/cuda_memory.h"
 
 namespace {
 

@@ -14,8 +14,8 @@
 #include "step_timing.h"
 #include "step_trainer.h"
 #include "tapegraph.h"
-#include "tensor/cuda_memory.h"
 #include "tensor/cuda_runtime.h"
+#include "tensor/memory/cuda_memory.h"
 
 namespace {
 

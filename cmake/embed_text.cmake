@@ -1,6 +1,6 @@
 # Writes OUTPUT: a C++ source defining `extern const char* const SYMBOL` (declared in DECLARATION)
 # as the text of INPUT in a raw string literal. Run at build time (cmake -P), so the embedded text
-# always matches the file: ops/elementwise_math.h is compiled as a header and, through this, also
+# always matches the file: ops/elementwise/elementwise_math.h is compiled as a header and, through this, also
 # into every generated kernel.
 file(READ "${INPUT}" text)
 string(FIND "${text}" ")tg_embed" clash)

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "graphs/runtime/cudagraph_step.h"
-#include "ops/factory.h"
+#include "ops/factory/factory.h"
 #include "tensor/check.h"
 #include "tensor/shape.h"
 #include "tensor/tensor_impl.h"

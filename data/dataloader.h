@@ -16,7 +16,7 @@
 #include "data/dataset.h"
 #include "data/sampler.h"
 #include "tensor/device.h"
-#include "tensor/pinned.h"
+#include "tensor/memory/pinned.h"
 
 namespace tg::data {
 

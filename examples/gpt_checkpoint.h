@@ -8,7 +8,7 @@
 #include <string>
 
 #include "io/safetensors.h"
-#include "ops/random.h"
+#include "ops/random/random.h"
 #include "tapegraph.h"
 
 namespace gpt_checkpoint {

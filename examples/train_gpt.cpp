@@ -23,8 +23,8 @@
 #include "io/summary_writer.h"
 #include "io/svg_plot.h"
 #include "tapegraph.h"
-#include "tensor/cuda_memory.h"
 #include "tensor/cuda_runtime.h"
+#include "tensor/memory/cuda_memory.h"
 
 namespace {
 

@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <sstream>
 
-#include "autograd/grad_mode.h"
 #include "graphs/runtime/cudagraph_step.h"
-#include "ops/dispatch.h"
-#include "ops/factory.h"
-#include "ops/pad.h"
+#include "ops/core/dispatch.h"
+#include "ops/factory/factory.h"
+#include "ops/shape/pad.h"
+#include "tensor/grad_mode.h"
 
 namespace tg::graphs {
 

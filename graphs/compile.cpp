@@ -8,12 +8,11 @@
 #include <iostream>
 #include <sstream>
 
-#include "autograd/grad_mode.h"
 #include "autograd/op_node.h"
 #include "graphs/bucket_padding.h"
-#include "graphs/changing_dims.h"
 #include "graphs/capture/functional_ops.h"
 #include "graphs/capture/guards.h"
+#include "graphs/changing_dims.h"
 #include "graphs/cudagraphs/cudagraph_executor.h"
 #include "graphs/cudagraphs/strict_capture.h"
 #include "graphs/logs.h"
@@ -23,9 +22,10 @@
 #include "graphs/runtime/compiled_backward.h"
 #include "graphs/runtime/cudagraph_step.h"
 #include "graphs/runtime/interpreter.h"
-#include "ops/copy.h"
-#include "ops/dispatch.h"
-#include "ops/view.h"
+#include "ops/core/dispatch.h"
+#include "ops/elementwise/copy.h"
+#include "ops/shape/view.h"
+#include "tensor/grad_mode.h"
 
 namespace tg::graphs {
 

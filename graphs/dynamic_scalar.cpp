@@ -1,7 +1,7 @@
 #include "graphs/dynamic_scalar.h"
 
-#include "ops/dispatch.h"
-#include "ops/factory.h"
+#include "ops/core/dispatch.h"
+#include "ops/factory/factory.h"
 
 namespace tg {
 

@@ -2,8 +2,8 @@
 // docs/shape_buckets.md.
 #include "graphs/shape_buckets.h"
 
-#include "ops/compare.h"
-#include "ops/factory.h"
+#include "ops/elementwise/compare.h"
+#include "ops/factory/factory.h"
 
 namespace tg {
 

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "ops/factory.h"
+#include "ops/factory/factory.h"
 #include "tensor/check.h"
 
 namespace tg {

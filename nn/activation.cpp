@@ -1,8 +1,8 @@
 #include "nn/activation.h"
 
-#include "ops/dropout.h"
-#include "ops/elementwise.h"
-#include "ops/unary.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/elementwise/unary.h"
+#include "ops/random/dropout.h"
 
 namespace tg::nn {
 

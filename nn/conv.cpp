@@ -3,9 +3,9 @@
 #include <cmath>
 
 #include "nn/init.h"
-#include "ops/factory.h"
-#include "ops/pad.h"
-#include "ops/view.h"
+#include "ops/factory/factory.h"
+#include "ops/shape/pad.h"
+#include "ops/shape/view.h"
 
 namespace tg::nn {
 namespace {

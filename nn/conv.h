@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "nn/module.h"
-#include "ops/conv.h"
+#include "ops/conv/conv.h"
 
 namespace tg::nn {
 

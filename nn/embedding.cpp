@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "nn/init.h"
-#include "ops/embedding.h"
-#include "ops/factory.h"
+#include "ops/factory/factory.h"
+#include "ops/index/embedding.h"
 
 namespace tg::nn {
 namespace {

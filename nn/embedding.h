@@ -13,7 +13,7 @@ class Embedding : public Module {
   Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt,
             TensorOptions options = {});
   // With max_norm, each forward first renormalizes in place the weight rows it looks up whose
-  // norm_type-norm exceeds max_norm (ops/embedding.h: embedding_renorm_), as PyTorch's does.
+  // norm_type-norm exceeds max_norm (ops/index/embedding.h: embedding_renorm_), as PyTorch's does.
   Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx,
             std::optional<double> max_norm, double norm_type = 2.0, TensorOptions options = {});
 

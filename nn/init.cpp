@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "autograd/grad_mode.h"
-#include "ops/factory.h"
+#include "ops/factory/factory.h"
+#include "tensor/grad_mode.h"
 
 namespace tg::nn::init {
 

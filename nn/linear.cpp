@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "nn/init.h"
-#include "ops/factory.h"
-#include "ops/matmul.h"
+#include "ops/factory/factory.h"
+#include "ops/linalg/matmul.h"
 
 namespace tg::nn {
 

@@ -1,8 +1,8 @@
 #include "nn/module.h"
 
-#include "autograd/grad_mode.h"
 #include "autograd/zero_grad.h"
 #include "tensor/check.h"
+#include "tensor/grad_mode.h"
 
 namespace tg::nn {
 

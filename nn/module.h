@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/guarded_value.h"
+#include "ops/core/guarded_value.h"
 #include "tensor/device.h"
 #include "tensor/tensor.h"
 

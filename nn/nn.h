@@ -3,12 +3,9 @@
 #pragma once
 
 #include "nn/activation.h"
-#include "nn/attention.h"
-#include "nn/clip_grad.h"
-#include "nn/conv.h"
 #include "nn/container.h"
+#include "nn/conv.h"
 #include "nn/embedding.h"
-#include "nn/gpt.h"
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/module.h"
@@ -16,4 +13,7 @@
 #include "nn/pool.h"
 #include "nn/rnn.h"
 #include "nn/sequential.h"
-#include "nn/transformer.h"
+#include "nn/transformer/attention.h"
+#include "nn/transformer/gpt.h"
+#include "nn/transformer/transformer.h"
+#include "nn/utils/clip_grad.h"

@@ -3,11 +3,11 @@
 
 #include <sstream>
 
-#include "autograd/grad_mode.h"
-#include "ops/binary.h"
-#include "ops/copy.h"
-#include "ops/factory.h"
-#include "ops/norm.h"
+#include "ops/elementwise/binary.h"
+#include "ops/elementwise/copy.h"
+#include "ops/factory/factory.h"
+#include "ops/norm/norm.h"
+#include "tensor/grad_mode.h"
 
 namespace tg::nn {
 namespace {

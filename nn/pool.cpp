@@ -1,7 +1,7 @@
 // Pooling layers: options held by the module, computation in ops/pool.
 #include "nn/pool.h"
 
-#include "ops/pool.h"
+#include "ops/conv/pool.h"
 
 namespace tg::nn {
 

@@ -3,11 +3,11 @@
 #include <cmath>
 
 #include "nn/init.h"
-#include "ops/dropout.h"
-#include "ops/factory.h"
-#include "ops/join.h"
-#include "ops/rnn.h"
-#include "ops/view.h"
+#include "ops/factory/factory.h"
+#include "ops/random/dropout.h"
+#include "ops/rnn/rnn.h"
+#include "ops/shape/join.h"
+#include "ops/shape/view.h"
 #include "tensor/shape.h"
 
 namespace tg::nn {

@@ -1,8 +1,8 @@
 // Module::state_dict / load_state_dict.
 
-#include "autograd/grad_mode.h"
 #include "nn/module.h"
 #include "tensor/check.h"
+#include "tensor/grad_mode.h"
 
 namespace tg::nn {
 

@@ -3,11 +3,11 @@
 
 #include <cmath>
 
-#include "autograd/grad_mode.h"
-#include "ops/binary.h"
-#include "ops/factory.h"
-#include "ops/optim_step.h"
-#include "ops/unary.h"
+#include "ops/elementwise/binary.h"
+#include "ops/elementwise/unary.h"
+#include "ops/factory/factory.h"
+#include "ops/optim/optim_step.h"
+#include "tensor/grad_mode.h"
 
 namespace tg::optim {
 

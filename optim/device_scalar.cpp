@@ -1,8 +1,8 @@
 #include "optim/device_scalar.h"
 
-#include "autograd/grad_mode.h"
-#include "ops/dispatch.h"
-#include "ops/factory.h"
+#include "ops/core/dispatch.h"
+#include "ops/factory/factory.h"
+#include "tensor/grad_mode.h"
 
 namespace tg::optim {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/guarded_value.h"
+#include "ops/core/guarded_value.h"
 #include "tensor/tensor.h"
 
 namespace tg::optim {

@@ -1,12 +1,12 @@
 // See Note [Low precision] in docs/low_precision.md.
 #include "optim/grad_scaler.h"
 
-#include "autograd/grad_mode.h"
-#include "ops/binary.h"
-#include "ops/compare.h"
-#include "ops/copy.h"
-#include "ops/factory.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/binary.h"
+#include "ops/elementwise/compare.h"
+#include "ops/elementwise/copy.h"
+#include "ops/factory/factory.h"
+#include "ops/reduce/reduce.h"
+#include "tensor/grad_mode.h"
 
 namespace tg::optim {
 

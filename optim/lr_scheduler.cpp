@@ -1,7 +1,7 @@
 // See Note [Learning-rate schedulers] in docs/fused_optimizers.md.
 #include "optim/lr_scheduler.h"
 
-#include "ops/factory.h"
+#include "ops/factory/factory.h"
 #include "tensor/check.h"
 
 namespace tg::optim {

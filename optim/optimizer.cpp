@@ -3,9 +3,9 @@
 
 #include <algorithm>
 
-#include "autograd/grad_mode.h"
 #include "autograd/zero_grad.h"
-#include "ops/factory.h"
+#include "ops/factory/factory.h"
+#include "tensor/grad_mode.h"
 
 namespace tg::optim {
 

@@ -1,10 +1,10 @@
 // See Note [Fused optimizer steps] in docs/fused_optimizers.md.
 #include "optim/sgd.h"
 
-#include "autograd/grad_mode.h"
-#include "ops/binary.h"
-#include "ops/copy.h"
-#include "ops/optim_step.h"
+#include "ops/elementwise/binary.h"
+#include "ops/elementwise/copy.h"
+#include "ops/optim/optim_step.h"
+#include "tensor/grad_mode.h"
 
 namespace tg::optim {
 

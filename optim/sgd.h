@@ -1,7 +1,7 @@
 // Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight decay.
 #pragma once
 
-#include "ops/guarded_value.h"
+#include "ops/core/guarded_value.h"
 #include "optim/optimizer.h"
 
 namespace tg::optim {

@@ -3,11 +3,11 @@
 #include <optional>
 #include <set>
 
-#include "autograd/grad_mode.h"
-#include "ops/factory.h"
+#include "ops/factory/factory.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
 #include "tensor/check.h"
+#include "tensor/grad_mode.h"
 
 namespace tg::optim {
 namespace {

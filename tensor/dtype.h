@@ -125,7 +125,7 @@ template <> constexpr DType dtype_of<double>() { return DType::Float64; }
   }()
 
 // Runs the body for float32 and float64: kernels that 16-bit floats reach only widened to float32
-// (ops/widen.h).
+// (ops/core/widen.h).
 #define TG_DISPATCH_FLOAT_DOUBLE(dtype, NAME, ...)                                          \
   [&] {                                                                                     \
     switch (dtype) {                                                                        \

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/grad_mode.h"
 #include "autograd/node.h"
-#include "ops/dispatch.h"
+#include "ops/core/dispatch.h"
+#include "tensor/grad_mode.h"
 #include "tensor/tensor.h"
 
 namespace tg {

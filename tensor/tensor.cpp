@@ -2,10 +2,10 @@
 #include "tensor/tensor.h"
 
 #include "autograd/engine.h"
-#include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/op_node.h"
-#include "ops/copy.h"
+#include "ops/elementwise/copy.h"
+#include "tensor/grad_mode.h"
 
 namespace tg {
 

@@ -2,7 +2,7 @@
 
 #include <new>
 
-#include "tensor/cpu_allocator.h"
+#include "tensor/memory/cpu_allocator.h"
 
 namespace tg {
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "tensor/dtype.h"
+#include "tensor/memory/storage.h"
 #include "tensor/shape.h"
-#include "tensor/storage.h"
 
 namespace tg {
 

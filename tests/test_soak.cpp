@@ -12,8 +12,8 @@
 #include "graphs/cudagraphs/graph_recorder.h"
 #include "support/test_support.h"
 #include "tapegraph.h"
-#include "tensor/cuda_memory.h"
 #include "tensor/cuda_runtime.h"
+#include "tensor/memory/cuda_memory.h"
 
 namespace tg {
 namespace {

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
-#include "ops/copy.h"
-#include "ops/view.h"
+#include "ops/elementwise/copy.h"
+#include "ops/shape/view.h"
 
 namespace tg::graphs {
 namespace {

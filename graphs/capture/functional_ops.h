@@ -1,7 +1,7 @@
 // Ops that functionalization introduces: out-of-place forms of in-place ops, and view scatter/regeneration.
 #pragma once
 
-#include "ops/op.h"
+#include "ops/core/op.h"
 
 namespace tg::graphs {
 

@@ -3,8 +3,8 @@
 
 #include <sstream>
 
-#include "autograd/grad_mode.h"
-#include "ops/autocast.h"
+#include "ops/core/autocast.h"
+#include "tensor/grad_mode.h"
 
 namespace tg::graphs {
 namespace {

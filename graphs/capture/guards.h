@@ -7,8 +7,8 @@
 #include <variant>
 #include <vector>
 
-#include "ops/autocast.h"
-#include "ops/guarded_value.h"
+#include "ops/core/autocast.h"
+#include "ops/core/guarded_value.h"
 #include "tensor/tensor.h"
 #include "tensor/tensor_meta.h"
 

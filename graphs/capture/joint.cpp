@@ -5,10 +5,10 @@
 
 #include "autograd/checkpoint.h"
 #include "autograd/engine.h"
-#include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "graphs/capture/tracer.h"
-#include "ops/random.h"
+#include "ops/random/random.h"
+#include "tensor/grad_mode.h"
 
 namespace tg::graphs {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "autograd/grad_reducer.h"
 #include "graphs/ir/graph.h"
-#include "ops/guarded_value.h"
+#include "ops/core/guarded_value.h"
 
 namespace tg::graphs {
 

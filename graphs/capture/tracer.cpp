@@ -5,11 +5,11 @@
 
 #include "autograd/checkpoint.h"
 #include "autograd/engine.h"
-#include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/op_node.h"
 #include "graphs/capture/functional_ops.h"
-#include "ops/factory.h"
+#include "ops/factory/factory.h"
+#include "tensor/grad_mode.h"
 
 namespace tg::graphs {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "autograd/node.h"
 #include "graphs/ir/graph.h"
-#include "ops/dispatch.h"
+#include "ops/core/dispatch.h"
 
 namespace tg::graphs {
 

@@ -11,15 +11,15 @@
 #include <mutex>
 #include <sstream>
 
-#include "ops/copy.h"
-#include "ops/cuda/blas.h"
-#include "ops/factory.h"
-#include "ops/random.h"
+#include "ops/elementwise/copy.h"
+#include "ops/factory/factory.h"
+#include "ops/linalg/cuda/blas.h"
+#include "ops/random/random.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/device_guard.h"
 #include "tensor/cuda/forked_work.h"
-#include "tensor/cuda_memory.h"
 #include "tensor/cuda_runtime.h"
+#include "tensor/memory/cuda_memory.h"
 #endif
 
 namespace tg::graphs {

@@ -6,14 +6,14 @@
 #include <set>
 #include <sstream>
 
-#include "autograd/grad_mode.h"
 #include "graphs/cudagraphs/branch_streams.h"
-#include "graphs/runtime/cudagraph_step.h"
 #include "graphs/logs.h"
-#include "ops/copy.h"
-#include "ops/dispatch.h"
-#include "ops/factory.h"
+#include "graphs/runtime/cudagraph_step.h"
+#include "ops/core/dispatch.h"
+#include "ops/elementwise/copy.h"
+#include "ops/factory/factory.h"
 #include "tensor/captured_work.h"
+#include "tensor/grad_mode.h"
 
 namespace tg::graphs {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "graphs/cudagraphs/memory_range.h"
-#include "tensor/cuda_memory.h"
+#include "tensor/memory/cuda_memory.h"
 #include "tensor/tensor.h"
 
 namespace tg::graphs {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "graphs/cudagraphs/memory_range.h"
-#include "tensor/storage.h"
+#include "tensor/memory/storage.h"
 
 namespace tg::graphs {
 

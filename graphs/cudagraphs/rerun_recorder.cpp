@@ -1,7 +1,7 @@
 // See Note [CUDA graph executor] in docs/cudagraph_executor.md.
-#include "autograd/grad_mode.h"
 #include "graphs/cudagraphs/graph_recorder.h"
-#include "ops/copy.h"
+#include "ops/elementwise/copy.h"
+#include "tensor/grad_mode.h"
 
 namespace tg::graphs {
 namespace {

@@ -17,7 +17,8 @@ struct Segment {
   std::string reason;           // eager segments: why their first node cannot be captured
   std::vector<ValueId> inputs;  // values the segment reads that are produced before it
   std::vector<ValueId> outputs; // values it produces that are read after it (or returned)
-  std::vector<bool> on_branch;  // captured segments: per node, recorded on the branch stream (graphs/branches.h)
+  // Captured segments: per node, recorded on the branch stream (graphs/cudagraphs/branch_streams.h).
+  std::vector<bool> on_branch;
 };
 
 // The segments of a graph plus the skip reasons, counted.

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/op.h"
+#include "ops/core/op.h"
 
 namespace tg::graphs {
 

@@ -125,7 +125,7 @@ bool shrinks_fourfold(const Graph& g, const GraphNode& node) {
 }
 
 // Note [Regathered parameters]: fully_shard's units gather their shards under tracing with
-// `fsdp_regather` (distributed/fsdp_gather.h) when they reshard after the forward. That collective
+// `fsdp_regather` (distributed/fsdp/fsdp_gather.h) when they reshard after the forward. That collective
 // reads only a graph input (the shard) and every rank runs the same backward graph, so running it
 // again there is safe; it and the views of its result (the parameters) are then treated as values
 // of a checkpoint region that never leave it: never saved, recomputed from the shard just before the

@@ -8,9 +8,9 @@
 
 #include "graphs/ir/graph_edit.h"
 #include "graphs/logs.h"
-#include "ops/elementwise_math_source.h"
-#include "ops/fused_elementwise.h"
-#include "ops/fused_elementwise_codegen.h"
+#include "ops/elementwise/elementwise_math_source.h"
+#include "ops/elementwise/fused_elementwise.h"
+#include "ops/elementwise/fused_elementwise_codegen.h"
 
 namespace tg::graphs {
 namespace {
@@ -85,11 +85,11 @@ void log_kernel_source(const Graph& graph, const GraphNode& node, const FusedPro
   const std::string source = fused_kernel_source(program, geometry);
   std::lock_guard<std::mutex> lock(mutex);
   if (!logged.insert(source).second) return;
-  // Every kernel holds ops/elementwise_math.h; the log names it instead of repeating it.
+  // Every kernel holds ops/elementwise/elementwise_math.h; the log names it instead of repeating it.
   std::string shown = source;
   const size_t at = shown.find(kElementwiseMathSource);
   if (at != std::string::npos)
-    shown.replace(at, std::strlen(kElementwiseMathSource), "#include \"ops/elementwise_math.h\"\n");
+    shown.replace(at, std::strlen(kElementwiseMathSource), "#include \"ops/elementwise/elementwise_math.h\"\n");
   log_line("fusion", "generated kernel for " + program.describe() + ":\n" + shown);
 }
 

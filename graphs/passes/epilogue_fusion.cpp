@@ -6,11 +6,11 @@
 #include <string>
 
 #include "graphs/ir/graph_edit.h"
-#include "ops/bias_grad.h"
-#include "ops/linear.h"
-#include "ops/linear_grad.h"
-#include "ops/matmul.h"
-#include "ops/pointwise.h"
+#include "ops/elementwise/pointwise.h"
+#include "ops/linalg/bias_grad.h"
+#include "ops/linalg/linear.h"
+#include "ops/linalg/linear_grad.h"
+#include "ops/linalg/matmul.h"
 
 namespace tg::graphs {
 namespace {

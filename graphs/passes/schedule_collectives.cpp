@@ -8,7 +8,7 @@
 namespace tg::graphs {
 namespace {
 
-// fully_shard's gathers of a unit's parameters (distributed/fsdp_gather.h).
+// fully_shard's gathers of a unit's parameters (distributed/fsdp/fsdp_gather.h).
 bool is_shard_gather(const Op& op) {
   return op.has(kCollective) && (op.name() == "fsdp_all_gather" || op.name() == "fsdp_regather");
 }

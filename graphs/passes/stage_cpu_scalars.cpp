@@ -3,7 +3,7 @@
 
 #include <map>
 
-#include "ops/copy.h"
+#include "ops/elementwise/copy.h"
 
 namespace tg::graphs {
 

@@ -1,9 +1,9 @@
 // See Note [CUDA graph executor] in docs/cudagraph_executor.md.
 #include "graphs/runtime/compiled_backward.h"
 
-#include "autograd/grad_mode.h"
 #include "graphs/runtime/cudagraph_step.h"
-#include "ops/factory.h"
+#include "ops/factory/factory.h"
+#include "tensor/grad_mode.h"
 #include "tensor/shape.h"
 #include "tensor/tensor_impl.h"
 

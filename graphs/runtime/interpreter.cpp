@@ -3,11 +3,11 @@
 
 #include <set>
 
-#include "autograd/grad_mode.h"
 #include "graphs/capture/fake.h"
-#include "ops/dispatch.h"
-#include "tensor/cpu_allocator.h"
+#include "ops/core/dispatch.h"
 #include "tensor/cuda_runtime.h"
+#include "tensor/grad_mode.h"
+#include "tensor/memory/cpu_allocator.h"
 
 namespace tg::graphs {
 

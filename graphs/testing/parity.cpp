@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "autograd/engine.h"
-#include "autograd/grad_mode.h"
-#include "ops/factory.h"
+#include "ops/factory/factory.h"
+#include "tensor/grad_mode.h"
 
 namespace tg::testing {
 

@@ -27,8 +27,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "tensor/allocator.h"
-#include "tensor/cuda_memory.h"
+#include "tensor/memory/allocator.h"
+#include "tensor/memory/cuda_memory.h"
 
 namespace tg::cuda {
 

@@ -2,11 +2,11 @@
 // stream, and the installation of the caching allocator for CUDA storages.
 #include "tensor/cuda_runtime.h"
 
-#include "tensor/allocator.h"
 #include "tensor/cuda/caching_allocator.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/device_error.h"
 #include "tensor/cuda/device_guard.h"
+#include "tensor/memory/allocator.h"
 
 namespace tg {
 namespace {

@@ -5,12 +5,12 @@
 #include <set>
 #include <sstream>
 
-#include "autograd/grad_mode.h"
 #include "fuzz/fuzz_generator.h"
 #include "fuzz/fuzz_ops.h"
 #include "graphs/compile.h"
 #include "graphs/runtime/cudagraph_step.h"
 #include "graphs/testing/parity.h"
+#include "tensor/grad_mode.h"
 
 namespace tg::fuzz {
 namespace {

@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "fuzz/fuzz_ops.h"
-#include "ops/multi_tensor_norm.h"
+#include "ops/reduce/multi_tensor_norm.h"
 
 namespace tg::fuzz {
 namespace {

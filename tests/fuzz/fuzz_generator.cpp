@@ -6,10 +6,10 @@
 #include <optional>
 
 #include "autograd/engine.h"
-#include "autograd/grad_mode.h"
 #include "fuzz/fuzz_calls.h"
 #include "fuzz/fuzz_ops.h"
 #include "graphs/testing/parity.h"
+#include "tensor/grad_mode.h"
 
 namespace tg::fuzz {
 namespace {

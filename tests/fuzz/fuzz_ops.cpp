@@ -2,8 +2,8 @@
 
 #include <cstdio>
 
-#include "distributed/collectives.h"
-#include "distributed/fsdp_gather.h"
+#include "distributed/collectives/collectives.h"
+#include "distributed/fsdp/fsdp_gather.h"
 
 namespace tg::fuzz {
 namespace {

@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "distributed/process_group.h"
-#include "distributed/socket.h"
+#include "distributed/collectives/process_group.h"
+#include "distributed/rendezvous/socket.h"
 
 namespace tg::testing {
 

@@ -1,0 +1,148 @@
+// The CPU elementwise loop: runs a functor over a TensorIter. One flat typed loop when every
+// operand is dense (the compiler vectorizes it, for AVX2 or AVX-512 where the CPU has them), typed
+// strided rows otherwise, and a converting path (loads and stores through the operands' own
+// dtypes) when operand dtypes differ from the functor's types, as in int32 + float64 or an
+// in-place write into a narrower dtype.
+#pragma once
+
+#include <tuple>
+#include <utility>
+
+#include "ops/core/cpu/vector_isa.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/elementwise/functors.h"
+
+namespace tg::cpu {
+
+namespace detail {
+
+template <typename F, size_t I>
+using Arg = typename ew::FnTraits<F>::template arg<I>;
+template <typename F>
+using Res = typename ew::FnTraits<F>::result;
+
+// True when every operand holds exactly the C++ type the functor reads or writes for it.
+template <typename F, size_t... I>
+bool typed_operands(const TensorIter& it, std::index_sequence<I...>) {
+  return it.operand_is(0, dtype_of<Res<F>>()) && (it.operand_is(static_cast<int>(I) + 1, dtype_of<Arg<F, I>>()) && ...);
+}
+
+// The flat loop over dense operands; inlined into each instruction-set variant below.
+template <typename F, size_t... I>
+TG_CPU_ALWAYS_INLINE inline void dense_loop(char* const* data, int64_t n, const F& f, std::index_sequence<I...>) {
+  Res<F>* out = reinterpret_cast<Res<F>*>(data[0]);
+  const std::tuple<const Arg<F, I>*...> in{reinterpret_cast<const Arg<F, I>*>(data[I + 1])...};
+  for (int64_t i = 0; i < n; ++i) out[i] = f(std::get<I>(in)[i]...);
+}
+
+#if TG_CPU_ISA_VARIANTS
+// The same loop compiled for AVX2 and for AVX-512, chosen at run time (the build itself targets
+// the baseline x86-64, so it runs anywhere).
+template <typename F, size_t... I>
+__attribute__((target("avx2,fma"))) void dense_loop_avx2(char* const* data, int64_t n, const F& f,
+                                                         std::index_sequence<I...> seq) {
+  dense_loop(data, n, f, seq);
+}
+template <typename F, size_t... I>
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))) void dense_loop_avx512(
+    char* const* data, int64_t n, const F& f, std::index_sequence<I...> seq) {
+  dense_loop(data, n, f, seq);
+}
+#endif
+
+template <typename F, size_t... I>
+void dense_run(char* const* data, int64_t n, const F& f, std::index_sequence<I...> seq) {
+#if TG_CPU_ISA_VARIANTS
+  switch (vector_isa()) {
+    case VectorIsa::Avx512: return dense_loop_avx512(data, n, f, seq);
+    case VectorIsa::Avx2: return dense_loop_avx2(data, n, f, seq);
+    case VectorIsa::Baseline: break;
+  }
+#endif
+  dense_loop(data, n, f, seq);
+}
+
+template <typename F, size_t... I>
+void strided_run(char* const* data, const int64_t* s, int64_t n, const F& f, std::index_sequence<I...>) {
+  for (int64_t i = 0; i < n; ++i) {
+    *reinterpret_cast<Res<F>*>(data[0] + i * s[0]) =
+        f(*reinterpret_cast<const Arg<F, I>*>(data[I + 1] + i * s[I + 1])...);
+  }
+}
+
+template <typename F, size_t... I>
+void converting_run(char* const* data, const int64_t* s, const DType* dt, int64_t n, const F& f,
+                    std::index_sequence<I...>) {
+  for (int64_t i = 0; i < n; ++i) {
+    ew::store_as<Res<F>>(data[0] + i * s[0], dt[0],
+                         f(ew::load_as<Arg<F, I>>(data[I + 1] + i * s[I + 1], dt[I + 1])...));
+  }
+}
+
+// Calls row(ptrs, inner_strides, n) for each run of the innermost dim, odometer-style.
+template <typename Row>
+void for_each_row(const TensorIter& it, const Row& row) {
+  char* ptrs[kMaxIterOperands];
+  int64_t inner[kMaxIterOperands];
+  for (int k = 0; k < it.nops; ++k) {
+    ptrs[k] = it.data[k];
+    inner[k] = it.strides[k][0];
+  }
+  const int64_t n = it.sizes[0];
+  const int64_t rows = it.numel / n;
+  int64_t counter[kMaxIterDims] = {};
+  for (int64_t r = 0; r < rows; ++r) {
+    row(ptrs, inner, n);
+    for (int d = 1; d < it.ndim; ++d) {
+      for (int k = 0; k < it.nops; ++k) ptrs[k] += it.strides[k][d];
+      if (++counter[d] < it.sizes[d]) break;
+      for (int k = 0; k < it.nops; ++k) ptrs[k] -= it.strides[k][d] * it.sizes[d];
+      counter[d] = 0;
+    }
+  }
+}
+
+template <typename F, size_t... I>
+bool dense_row(const int64_t* s, std::index_sequence<I...>) {
+  return s[0] == static_cast<int64_t>(sizeof(Res<F>)) &&
+         ((s[I + 1] == static_cast<int64_t>(sizeof(Arg<F, I>))) && ...);
+}
+
+}  // namespace detail
+
+// Runs out = f(inputs...) over every element of `it` (operand k+1 feeds argument k).
+template <typename F>
+void cpu_kernel(const TensorIter& it, const F& f) {
+  constexpr int arity = ew::FnTraits<F>::arity;
+  using Seq = std::make_index_sequence<arity>;
+  TG_CHECK(it.nops == arity + 1, "[elementwise] kernel takes ", arity, " inputs, launch has ", it.nops - 1);
+  if (it.numel == 0) return;
+  if (detail::typed_operands<F>(it, Seq{})) {
+    if (it.is_contiguous()) {
+      detail::dense_run(it.data, it.numel, f, Seq{});
+      return;
+    }
+    detail::for_each_row(it, [&](char* const* p, const int64_t* s, int64_t n) {
+      if (detail::dense_row<F>(s, Seq{})) {
+        detail::dense_run(p, n, f, Seq{});
+      } else {
+        detail::strided_run(p, s, n, f, Seq{});
+      }
+    });
+    return;
+  }
+  detail::for_each_row(it, [&](char* const* p, const int64_t* s, int64_t n) {
+    detail::converting_run(p, s, it.dtypes, n, f, Seq{});
+  });
+}
+
+// The launcher the functor tables in ops/elementwise/elementwise_select.h call on the CPU.
+struct Launch {
+  const TensorIter& it;
+  template <typename F>
+  void operator()(const F& f) const {
+    cpu_kernel(it, f);
+  }
+};
+
+}  // namespace tg::cpu

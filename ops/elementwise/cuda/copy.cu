@@ -1,0 +1,19 @@
+// CUDA launches of converting copies and fills.
+#include "ops/elementwise/cuda/elementwise.h"
+#include "ops/elementwise/cuda/loops.cuh"
+#include "ops/elementwise/elementwise_select.h"
+#include "tensor/cuda/device_guard.h"
+
+namespace tg::cuda {
+
+void launch_copy(const TensorIter& it) {
+  DeviceGuard guard(it.device.index);
+  ew::visit_convert(it.dtypes[0], it.dtypes[1], Launch{it});
+}
+
+void launch_fill(const Scalar& value, const TensorIter& it) {
+  DeviceGuard guard(it.device.index);
+  ew::visit_fill(it.dtypes[0], value, Launch{it});
+}
+
+}  // namespace tg::cuda

@@ -1,0 +1,18 @@
+// A fused backward op of compiled graphs: the ReLU's gradient together with the bias gradient of
+// the layer under it.
+#pragma once
+
+#include <utility>
+
+#include "ops/core/op.h"
+#include "tensor/tensor.h"
+
+namespace tg {
+
+// (h, db) with h = threshold_backward(g, y) = g * (y > 0) and db = h summed over every dimension but
+// the last; one kernel on CUDA. g and y share their shape (at least 1-D) and floating dtype.
+std::pair<Tensor, Tensor> relu_backward_bias_grad(const Tensor& g, const Tensor& y);
+// The op of relu_backward_bias_grad (the graph fusion pass builds nodes from it).
+OpPtr relu_backward_bias_grad_op();
+
+}  // namespace tg

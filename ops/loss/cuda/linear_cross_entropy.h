@@ -1,0 +1,19 @@
+// CUDA kernels of linear_cross_entropy's per-row steps (see ops/loss/linear_cross_entropy_rows.h): one
+// block per row for the log-sum-exp (a single pass with a running maximum), one thread per element
+// for the gradient.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/tensor.h"
+
+namespace tg::cuda {
+
+// lse and loss of each row of logits; bad targets give NaN and a device error record.
+void linear_cross_entropy_rows_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                                       int64_t first_row, const Tensor& lse, const Tensor& loss);
+// The softmax-minus-onehot of each row times its gradient, written over the logits.
+void linear_cross_entropy_rows_backward(const Tensor& logits, const Tensor& lse, const Tensor& target,
+                                        int64_t ignore_index, int64_t first_row, const Tensor& row_grad);
+
+}  // namespace tg::cuda

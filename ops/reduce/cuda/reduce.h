@@ -1,0 +1,21 @@
+// CUDA launchers for the reductions (CUB device-wide and segmented reductions plus strided kernels).
+// Inputs may be strided; outputs are contiguous and already allocated on the same device.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/reduce/reduce_plan.h"
+#include "tensor/tensor.h"
+
+namespace tg::cuda {
+
+// out[o] = sum (mean when `mean`) over the plan's reduced elements of x; x and out share a dtype.
+void sum_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean);
+// out[o] = max (or min) over the reduced elements, NaN propagating.
+void minmax_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, bool is_max);
+// out[o] (int64) = the reduced index of the first maximum; the plan must be in logical order.
+void argmax_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out);
+// out[o] = sum of squared deviations from the mean over the reduced elements / max(0, n - correction).
+void var_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, int64_t correction);
+
+}  // namespace tg::cuda

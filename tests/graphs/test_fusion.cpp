@@ -1,0 +1,126 @@
+// Fusions in compiled graphs: linear + relu become one linear_relu (a cuBLASLt epilogue on CUDA; the
+// other epilogues are in test_linear_epilogues); fused and unfused graphs agree with eager mode in
+// values and gradients.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+
+#include "graphs/testing/parity.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/linalg/bias_grad.h"
+#include "support/test_support.h"
+
+namespace tg {
+namespace {
+
+TEST(LinearRelu, GradcheckAndErrors) {
+  testing::expect_gradcheck([](const TensorList& in) { return linear_relu(in[0], in[1], in[2]); },
+                            {testing::random_tensor({4, 3}, kFloat64, true), testing::random_tensor({5, 3}, kFloat64, true),
+                             testing::random_tensor({5}, kFloat64, true)});
+  testing::expect_gradcheck([](const TensorList& in) { return linear_relu(in[0], in[1]); },
+                            {testing::random_tensor({2, 4, 3}, kFloat64, true),
+                             testing::random_tensor({6, 3}, kFloat64, true)});
+  EXPECT_THROW_MSG(linear_relu(randn({2, 3}), randn({4, 5})), "mat1 and mat2 shapes cannot be multiplied (2x3 and 5x4)");
+  Tensor x = randn({7, 3}), w = randn({4, 3}), b = randn({4});
+  testing::expect_close(linear_relu(x, w, b), relu(linear(x, w, b)));
+}
+
+TEST(ReluBackwardBiasGrad, MatchesTheUnfusedOpsAndGradchecks) {
+  Tensor g = randn({6, 5}), y = randn({6, 5});
+  auto [h, db] = relu_backward_bias_grad(g, y);
+  testing::expect_close(h, threshold_backward(g, y));
+  testing::expect_close(db, sum_to(threshold_backward(g, y), {5}), 1e-5, 1e-6);
+  auto [h3, db3] = relu_backward_bias_grad(randn({2, 3, 4}), randn({2, 3, 4}));
+  EXPECT_EQ(db3.sizes(), (Shape{4}));
+  const Tensor mask = testing::random_tensor({4, 3});
+  testing::expect_gradcheck([mask](const TensorList& in) {
+    auto [a, b] = relu_backward_bias_grad(in[0], mask);
+    return a.sum() * 0.5 + (b * b).sum();
+  }, {testing::random_tensor({4, 3}, kFloat64, true)});
+  EXPECT_THROW_MSG(relu_backward_bias_grad(randn({2, 3}), randn({3, 2})),
+                   "gradient of shape [2, 3] and ReLU output of shape [3, 2]: expected equal shapes");
+}
+
+TEST(ReluBackwardBiasGrad, CudaMatchesCpu) {
+  TG_REQUIRE_CUDA();
+  for (const Shape& s : {Shape{64, 256}, Shape{3, 70}, Shape{256, 4096}, Shape{2, 5, 33}})
+    testing::expect_cuda_matches_cpu([](const TensorList& in) {
+      auto [h, db] = relu_backward_bias_grad(in[0], in[1]);
+      return cat({h.reshape({-1}), db});
+    }, {randn(s), randn(s)}, 1e-4, 1e-4);
+}
+
+// A NaN before the ReLU stays NaN after it (as relu keeps it), fused or not, on every device.
+void expect_nan_propagates(Device device) {
+  Tensor x = randn({4, 8}, {.device = device}), w = randn({6, 8}, {.device = device}), b = randn({6}, {.device = device});
+  x.select(0, 1).select(0, 2).fill_(std::numeric_limits<double>::quiet_NaN());
+  const std::vector<double> fused = linear_relu(x, w, b).cpu().to_vector<double>();
+  const std::vector<double> plain = relu(linear(x, w, b)).cpu().to_vector<double>();
+  ASSERT_EQ(fused.size(), plain.size());
+  for (size_t i = 0; i < fused.size(); ++i) {
+    EXPECT_EQ(std::isnan(fused[i]), std::isnan(plain[i])) << "element " << i << " on " << device.str();
+    if (!std::isnan(plain[i])) EXPECT_NEAR(fused[i], plain[i], 1e-4);
+  }
+}
+
+TEST(LinearRelu, NanStaysNan) {
+  expect_nan_propagates(kCPU);
+  if (cuda_is_available()) expect_nan_propagates(cuda_device(0));
+}
+
+TEST(LinearRelu, CudaMatchesCpu) {
+  TG_REQUIRE_CUDA();
+  testing::expect_cuda_matches_cpu([](const TensorList& in) { return linear_relu(in[0], in[1], in[2]); },
+                                   {randn({64, 128}), randn({256, 128}), randn({256})}, 1e-4, 1e-5);
+  testing::expect_cuda_matches_cpu([](const TensorList& in) { return linear_relu(in[0], in[1]); },
+                                   {randn({5, 7}), randn({3, 7})}, 1e-4, 1e-5);
+}
+
+// An MLP's loss, compiled with and without the fusion: equal to eager mode, and the forward graph
+// holds linear_relu exactly when the fusion is on.
+void expect_fused_and_unfused_match_eager(Device device, const std::string& backend) {
+  manual_seed(0);
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Linear>(32, 64));
+  model->push_back(std::make_shared<nn::ReLU>());
+  model->push_back(std::make_shared<nn::Linear>(64, 64));
+  model->push_back(std::make_shared<nn::ReLU>());
+  model->push_back(std::make_shared<nn::Linear>(64, 10));
+  model->to(device);
+  const TensorList params = model->parameters();
+  auto fn = [model](const TensorList& in) { return TensorList{cross_entropy((*model)(in[0]), in[1])}; };
+  Tensor x = randn({16, 32}, {.device = device}), y = randint(0, 10, {16}, {.device = device});
+  const TensorList eager = testing::loss_and_grads(*model, fn({x, y})[0]);
+  for (bool fuse : {true, false}) {
+    Compiled<decltype(fn)> compiled(fn, {.backend = backend, .fuse_epilogues = fuse});
+    for (int call = 0; call < 3; ++call) {
+      const TensorList got = testing::loss_and_grads(*model, compiled(TensorList{x, y})[0]);
+      for (size_t k = 1; k <= params.size(); ++k) testing::expect_close(got[k], eager[k], 1e-4, 1e-5);  // the grads
+    }
+    testing::expect_compiled_matches_eager(fn, {x, y}, {.compile = {.backend = backend, .fuse_epilogues = fuse},
+                                                        .rtol = 1e-4, .atol = 1e-5, .calls = 3});
+    // (The backward products' gradient epilogues, off by default, are tested in test_linear_epilogues.)
+    auto count = [](const std::map<std::string, int>& ops, const std::string& name) {
+      return ops.count(name) ? ops.at(name) : 0;
+    };
+    const auto& fw = compiled.counters().forward_ops;
+    EXPECT_EQ(count(fw, "linear_relu"), fuse ? 2 : 0) << backend;
+    EXPECT_EQ(count(fw, "relu"), fuse ? 0 : 2) << backend;
+    const auto& bw = compiled.counters().backward_ops;
+    EXPECT_EQ(count(bw, "relu_backward_bias_grad"), fuse ? 2 : 0) << backend;
+    EXPECT_EQ(count(bw, "threshold_backward"), fuse ? 0 : 2) << backend;
+  }
+}
+
+TEST(Fusion, LinearReluOnTheCpu) { expect_fused_and_unfused_match_eager(kCPU, "aot_eager"); }
+
+TEST(Fusion, LinearReluUnderCudaGraphs) {
+  TG_REQUIRE_CUDA();
+  expect_fused_and_unfused_match_eager(cuda_device(0), "cudagraphs");
+}
+
+}  // namespace
+}  // namespace tg
