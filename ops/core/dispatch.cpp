@@ -2,9 +2,7 @@
 
 #include <algorithm>
 
-#include "autograd/engine.h"
-#include "autograd/op_node.h"
-#include "autograd/view_rebase.h"
+#include "ops/core/tape.h"
 #include "tensor/grad_mode.h"
 #include "tensor/memory/cpu_allocator.h"
 
@@ -155,17 +153,8 @@ TensorList dispatch(const OpPtr& op, TensorList inputs) {
   // The node and its saved inputs are made before the kernel runs: a saved input records the version
   // and history it has now, so an input that the op itself overwrites (x.mul_(x)) is caught as
   // modified at backward instead of being read after the write, and holds no link back to this node.
-  std::shared_ptr<OpNode> node;
-  if (recording) {
-    node = make_shared_small<OpNode>(op, inputs);
-    if (original_target.defined()) {
-      TensorList saved_inputs = inputs;
-      saved_inputs[static_cast<size_t>(s.mutates)] = original_target;
-      node->save_inputs(saved_inputs);
-    } else {
-      node->save_inputs(inputs);
-    }
-  }
+  std::shared_ptr<Node> node;
+  if (recording) node = tape::begin_node(op, inputs, original_target);
 
   TensorList outputs = make_outputs(*op, inputs, metas, obs && obs->wants_fake_outputs(op, inputs));
   if (should_run_kernel(*op, inputs, outputs)) {
@@ -175,25 +164,7 @@ TensorList dispatch(const OpPtr& op, TensorList inputs) {
   }
   bump_written_versions(s, outputs);
 
-  if (recording) {
-    if (obs && current_backward_sequence_nr() >= 0) node->mark_traced_double_backward();
-    for (const Tensor& out : outputs) node->output_metas().push_back(meta_of(out));
-    if (s.mutates >= 0) {
-      // As for out-of-place ops, a tensor of a non-floating dtype never takes on a gradient history.
-      if (is_floating(outputs[0].dtype())) rebase_history(outputs[0], node);
-    } else {
-      for (size_t i = 0; i < outputs.size(); ++i) {
-        if (!is_floating(outputs[i].dtype())) continue;
-        AutogradMeta& meta = outputs[i].impl()->autograd();
-        meta.grad_fn = node;
-        meta.output_nr = static_cast<uint32_t>(i);
-        if (outputs[i].impl()->view_base()) meta.view_version = outputs[i].impl()->storage()->version();
-      }
-    }
-    // After the outputs are linked to the node: a saved output must know it requires grad, so that
-    // unpacking it for double backward re-links it to this node.
-    node->save_outputs(outputs);
-  }
+  if (recording) tape::finish_node(node, *op, outputs, obs != nullptr);
   if (obs) obs->on_op(op, inputs, outputs);
   return outputs;
 }
