@@ -24,7 +24,7 @@ TG_HD double open_uniform_double(uint32_t hi, uint32_t lo) {
 // Sampling without replacement as an exponential race: the categories with the largest w / E, E ~
 // Exp(1), are a sample drawn one by one in proportion to the remaining weights (the Gumbel top-k
 // trick, which PyTorch uses too). Zero weights get key 0 and so come last.
-TG_HD double race_key(double w, uint32_t hi, uint32_t lo) { return w / -log(open_uniform_double(hi, lo)); }
+TG_HD double race_key(double w, uint32_t hi, uint32_t lo) { return w / -::log(open_uniform_double(hi, lo)); }
 
 // The category of uniform u in [0, 1) under the running sums cdf[0..n) of a row's weights: the first
 // whose running sum exceeds u * total. Zero-weight categories never qualify (their running sum

@@ -48,9 +48,9 @@ TG_HD void box_muller_float(uint32_t x, uint32_t y, float& a, float& b) {
   constexpr float kInv32TwoPi = 2.3283064e-10f * 6.2831855f;  // CURAND_2POW32_INV_2PI
   const float u = mul_add_unfused(static_cast<float>(x), kInv32, kInv32 / 2);
   const float v = mul_add_unfused(static_cast<float>(y), kInv32TwoPi, kInv32TwoPi / 2);
-  const float s = sqrtf(-2.0f * logf(u));
-  a = sinf(v) * s;
-  b = cosf(v) * s;
+  const float s = ::sqrtf(-2.0f * ::logf(u));
+  a = ::sinf(v) * s;
+  b = ::cosf(v) * s;
 }
 
 // curand's double Box-Muller (_curand_box_muller_double, host branch): 53-bit u and angle from four words.
@@ -61,9 +61,9 @@ TG_HD void box_muller_double(uint32_t x0, uint32_t x1, uint32_t y0, uint32_t y1,
   const uint64_t zy = static_cast<uint64_t>(y0) ^ (static_cast<uint64_t>(y1) << (53 - 32));
   const double u = mul_add_unfused(static_cast<double>(zx), kInv53, kInv53 / 2.0);
   const double v = mul_add_unfused(static_cast<double>(zy), kInv53 * 2.0, kInv53);
-  const double s = sqrt(-2.0 * log(u));
-  a = sin(v * kPi) * s;
-  b = cos(v * kPi) * s;
+  const double s = ::sqrt(-2.0 * ::log(u));
+  a = ::sin(v * kPi) * s;
+  b = ::cos(v * kPi) * s;
 }
 
 // High 64 bits of a 64x64-bit product.
