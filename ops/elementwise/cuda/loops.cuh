@@ -1,7 +1,11 @@
 // The CUDA elementwise launcher: runs a TG_HD functor over a TensorIter on the current stream.
-// Three kernels: a vectorized one (16-byte loads/stores, grid-stride) for dense operands of the
-// functor's own types, a strided one (an offset calculator over the coalesced dims) for
-// broadcast/transposed/sliced operands, and a converting strided one for mixed dtypes.
+// Four kernels per functor: a vectorized one (16-byte loads/stores, grid-stride) for dense aligned
+// operands of the functor's own types, a strided one (an offset calculator over the coalesced dims,
+// 32-bit indices) for broadcast/transposed/sliced/misaligned operands, and a converting strided one
+// for mixed dtypes, with 32-bit indices and with 64-bit ones (which also serves launches too large
+// for 32-bit offsets). A host value bound to one argument of a binary functor (x + 2, 2 < x) is a kernel
+// parameter of the same kernels (ScalarArgs), not a functor of its own: tensor-tensor,
+// tensor-scalar and scalar-tensor launches share one set of kernels.
 #pragma once
 
 #include <cuda/std/tuple>
@@ -38,6 +42,39 @@ struct DTypes {
   DType d[kMaxIterOperands];
 };
 
+// Host values that stand in for arguments of a binary functor: bit I of `mask` set means argument I
+// is the same value for every element. Functors of other arities take none.
+template <typename F, int N = ew::FnTraits<F>::arity>
+struct ScalarArgs {
+  static constexpr uint32_t mask = 0;
+};
+template <typename F>
+struct ScalarArgs<F, 2> {
+  uint32_t mask = 0;
+  Arg<F, 0> a{};
+  Arg<F, 1> b{};
+};
+
+// True when argument I is a host value in this launch.
+template <size_t I, typename F>
+__host__ __device__ __forceinline__ bool is_scalar(const ScalarArgs<F>& s) {
+  return (s.mask >> I) & 1u;
+}
+
+// The host value of argument I (only read when is_scalar<I>).
+template <size_t I, typename F>
+__device__ __forceinline__ Arg<F, I> scalar_value(const ScalarArgs<F>& s) {
+  if constexpr (ew::FnTraits<F>::arity == 2) {
+    if constexpr (I == 0) {
+      return s.a;
+    } else {
+      return s.b;
+    }
+  } else {
+    return Arg<F, I>{};
+  }
+}
+
 // Byte offsets of every operand for a linear index, dims innermost first.
 template <int NOPS, typename index_t>
 struct OffsetCalc {
@@ -58,6 +95,16 @@ struct OffsetCalc {
   }
 };
 
+// Functors dispatched on their operands' own dtypes (conversions, fills): every launch of theirs
+// is typed, so the converting kernel with 32-bit indices is never instantiated for them (launches
+// too large for 32-bit offsets still take the converting kernel with 64-bit indices).
+template <typename F>
+inline constexpr bool kAlwaysTyped = false;
+template <typename To, typename From>
+inline constexpr bool kAlwaysTyped<ew::ConvertFn<To, From>> = true;
+template <typename T>
+inline constexpr bool kAlwaysTyped<ew::FillFn<T>> = true;
+
 // Elements per 16-byte access of the widest operand type.
 template <typename F, size_t... I>
 constexpr int vec_width(std::index_sequence<I...>) {
@@ -65,37 +112,64 @@ constexpr int vec_width(std::index_sequence<I...>) {
   return static_cast<int>(16 / widest);
 }
 
+// VEC consecutive elements of argument I: loaded as one access, or the host value repeated.
+template <int VEC, size_t I, typename F>
+__device__ __forceinline__ Pack<Arg<F, I>, VEC> load_pack(const Pointers& data, int64_t v, const ScalarArgs<F>& s) {
+  Pack<Arg<F, I>, VEC> pack;
+  if (is_scalar<I>(s)) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) pack.v[j] = scalar_value<I>(s);
+  } else {
+    pack = reinterpret_cast<const Pack<Arg<F, I>, VEC>*>(data.p[I + 1])[v];
+  }
+  return pack;
+}
+
 template <int VEC, typename F, size_t... I>
-__global__ void vectorized_kernel(int64_t n, F f, Pointers data, std::index_sequence<I...>) {
+__global__ void vectorized_kernel(int64_t n, F f, Pointers data, ScalarArgs<F> s, std::index_sequence<I...>) {
   using R = Res<F>;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t nvec = n / VEC;
   auto* out = reinterpret_cast<Pack<R, VEC>*>(data.p[0]);
   for (int64_t v = first; v < nvec; v += step) {
-    ::cuda::std::tuple<Pack<Arg<F, I>, VEC>...> in{reinterpret_cast<const Pack<Arg<F, I>, VEC>*>(data.p[I + 1])[v]...};
+    ::cuda::std::tuple<Pack<Arg<F, I>, VEC>...> in{load_pack<VEC, I, F>(data, v, s)...};
     Pack<R, VEC> r;
 #pragma unroll
     for (int j = 0; j < VEC; ++j) r.v[j] = f(::cuda::std::get<I>(in).v[j]...);
     out[v] = r;
   }
   for (int64_t i = nvec * VEC + first; i < n; i += step) {
-    reinterpret_cast<R*>(data.p[0])[i] = f(reinterpret_cast<const Arg<F, I>*>(data.p[I + 1])[i]...);
+    reinterpret_cast<R*>(data.p[0])[i] = f(load_pack<1, I, F>(data, i, s).v[0]...);
+  }
+}
+
+// Argument I at byte offset `off` of its operand, in the operand's own dtype when kConvert.
+template <bool kConvert, size_t I, typename F>
+__device__ __forceinline__ Arg<F, I> load_arg(const Pointers& data, const DTypes& dt, int64_t off,
+                                              const ScalarArgs<F>& s) {
+  if (is_scalar<I>(s)) return scalar_value<I>(s);
+  const char* p = data.p[I + 1] + off;
+  if constexpr (kConvert) {
+    return ew::load_as<Arg<F, I>>(p, dt.d[I + 1]);
+  } else {
+    return *reinterpret_cast<const Arg<F, I>*>(p);
   }
 }
 
 template <bool kConvert, int NOPS, typename index_t, typename F, size_t... I>
 __global__ void strided_kernel(index_t n, F f, Pointers data, DTypes dt, OffsetCalc<NOPS, index_t> calc,
-                               std::index_sequence<I...>) {
+                               ScalarArgs<F> s, std::index_sequence<I...>) {
   using R = Res<F>;
   const index_t step = static_cast<index_t>(gridDim.x) * blockDim.x;
   for (index_t i = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     index_t off[NOPS];
     calc.get(i, off);
+    const R r = f(load_arg<kConvert, I, F>(data, dt, off[I + 1], s)...);
     if constexpr (kConvert) {
-      ew::store_as<R>(data.p[0] + off[0], dt.d[0], f(ew::load_as<Arg<F, I>>(data.p[I + 1] + off[I + 1], dt.d[I + 1])...));
+      ew::store_as<R>(data.p[0] + off[0], dt.d[0], r);
     } else {
-      *reinterpret_cast<R*>(data.p[0] + off[0]) = f(*reinterpret_cast<const Arg<F, I>*>(data.p[I + 1] + off[I + 1])...);
+      *reinterpret_cast<R*>(data.p[0] + off[0]) = r;
     }
   }
 }
@@ -121,38 +195,72 @@ unsigned grid_for(int64_t work) {
 
 inline bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
+// One launch's operands as the functor sees them: the output, then one per argument. An argument
+// bound to a host value has no data, no strides and the argument's own dtype.
+struct Operands {
+  int ndim = 0;
+  int64_t numel = 0;
+  const int64_t* sizes = nullptr;
+  const int64_t* strides[kMaxIterOperands] = {};
+  Pointers ptrs{};
+  DTypes dtypes{};
+};
+
 template <typename F, size_t... I>
-bool typed_operands(const TensorIter& it, std::index_sequence<I...>) {
-  return it.operand_is(0, dtype_of<Res<F>>()) && (it.operand_is(static_cast<int>(I) + 1, dtype_of<Arg<F, I>>()) && ...);
+Operands operands_of(const TensorIter& it, const ScalarArgs<F>& s, std::index_sequence<I...>) {
+  static const int64_t kNoStrides[kMaxIterDims] = {};
+  Operands ops;
+  ops.ndim = it.ndim;
+  ops.numel = it.numel;
+  ops.sizes = it.sizes;
+  int k = 0;
+  auto take = [&](int slot, bool scalar, DType own) {
+    if (scalar) {
+      ops.strides[slot] = kNoStrides;
+      ops.dtypes.d[slot] = own;
+      return;
+    }
+    ops.ptrs.p[slot] = it.data[k];
+    ops.strides[slot] = it.strides[k];
+    ops.dtypes.d[slot] = it.dtypes[k];
+    ++k;
+  };
+  take(0, false, it.dtypes[0]);
+  (take(static_cast<int>(I) + 1, is_scalar<I>(s), dtype_of<Arg<F, I>>()), ...);
+  return ops;
 }
 
 template <typename F, size_t... I>
-bool vector_aligned(const TensorIter& it, int vec, std::index_sequence<I...>) {
-  return aligned(it.data[0], sizeof(Res<F>) * vec) && (aligned(it.data[I + 1], sizeof(Arg<F, I>) * vec) && ...);
+bool typed_operands(const Operands& ops, std::index_sequence<I...>) {
+  return ops.dtypes.d[0] == dtype_of<Res<F>>() && ((ops.dtypes.d[I + 1] == dtype_of<Arg<F, I>>()) && ...);
+}
+
+template <typename F, size_t... I>
+bool vector_aligned(const Operands& ops, int vec, std::index_sequence<I...>) {
+  return aligned(ops.ptrs.p[0], sizeof(Res<F>) * vec) && (aligned(ops.ptrs.p[I + 1], sizeof(Arg<F, I>) * vec) && ...);
 }
 
 template <int VEC, typename F, size_t... I>
-void launch_vectorized(const TensorIter& it, const F& f, Pointers ptrs, std::index_sequence<I...> seq) {
+void launch_vectorized(const Operands& ops, const F& f, const ScalarArgs<F>& s, std::index_sequence<I...> seq) {
   constexpr auto kernel = &vectorized_kernel<VEC, F, I...>;
-  const unsigned grid = grid_for<kernel>(std::max<int64_t>(it.numel / VEC, 1));
-  kernel<<<grid, kThreads, 0, current_stream()>>>(it.numel, f, ptrs, seq);
+  const unsigned grid = grid_for<kernel>(std::max<int64_t>(ops.numel / VEC, 1));
+  kernel<<<grid, kThreads, 0, current_stream()>>>(ops.numel, f, ops.ptrs, s, seq);
   TG_CUDA_CHECK_LAUNCH();
 }
 
 template <bool kConvert, typename index_t, typename F, size_t... I>
-void launch_strided(const TensorIter& it, const F& f, Pointers ptrs, std::index_sequence<I...> seq) {
+void launch_strided(const Operands& ops, const F& f, const ScalarArgs<F>& s, std::index_sequence<I...> seq) {
   constexpr int NOPS = sizeof...(I) + 1;
   OffsetCalc<NOPS, index_t> calc;
-  calc.ndim = it.ndim;
-  for (int d = 0; d < it.ndim; ++d) {
-    calc.sizes[d] = static_cast<index_t>(it.sizes[d]);
-    for (int k = 0; k < NOPS; ++k) calc.strides[d][k] = static_cast<index_t>(it.strides[k][d]);
+  calc.ndim = ops.ndim;
+  for (int d = 0; d < ops.ndim; ++d) {
+    calc.sizes[d] = static_cast<index_t>(ops.sizes[d]);
+    for (int k = 0; k < NOPS; ++k) calc.strides[d][k] = static_cast<index_t>(ops.strides[k][d]);
   }
-  DTypes dt;
-  for (int k = 0; k < NOPS; ++k) dt.d[k] = it.dtypes[k];
   constexpr auto kernel = &strided_kernel<kConvert, NOPS, index_t, F, I...>;
-  const unsigned grid = grid_for<kernel>(it.numel);
-  kernel<<<grid, kThreads, 0, current_stream()>>>(static_cast<index_t>(it.numel), f, ptrs, dt, calc, seq);
+  const unsigned grid = grid_for<kernel>(ops.numel);
+  kernel<<<grid, kThreads, 0, current_stream()>>>(static_cast<index_t>(ops.numel), f, ops.ptrs, ops.dtypes, calc, s,
+                                                  seq);
   TG_CUDA_CHECK_LAUNCH();
 }
 
@@ -167,50 +275,62 @@ inline bool fits_int32(const TensorIter& it) {
   return true;
 }
 
+// Runs out = f(args...) over `it`, whose operands after the output feed the arguments that `s`
+// does not bind to host values, in order.
+template <typename F>
+void run(const TensorIter& it, const F& f, const ScalarArgs<F>& s) {
+  constexpr int arity = ew::FnTraits<F>::arity;
+  using Seq = std::make_index_sequence<arity>;
+  const int bound = __builtin_popcount(s.mask);
+  TG_CHECK(it.nops == arity + 1 - bound, "[elementwise] kernel takes ", arity - bound, " tensor inputs, launch has ",
+           it.nops - 1);
+  if (it.numel == 0) return;
+  const Operands ops = operands_of<F>(it, s, Seq{});
+  const bool typed = typed_operands<F>(ops, Seq{});
+  constexpr int kVec = vec_width<F>(Seq{});
+  if (typed && it.is_contiguous() && vector_aligned<F>(ops, kVec, Seq{})) {
+    launch_vectorized<kVec>(ops, f, s, Seq{});
+  } else if (!fits_int32(it)) {
+    launch_strided<true, int64_t>(ops, f, s, Seq{});
+  } else if (typed) {
+    launch_strided<false, uint32_t>(ops, f, s, Seq{});
+  } else if constexpr (!kAlwaysTyped<F>) {
+    launch_strided<true, uint32_t>(ops, f, s, Seq{});
+  } else {
+    TG_FAIL("[elementwise] internal error: a conversion or fill launched on operands of other dtypes");
+  }
+}
+
 }  // namespace ew_detail
 
 // Runs out = f(inputs...) over every element of `it` (operand k+1 feeds argument k) on the current stream.
 template <typename F>
 void gpu_kernel(const TensorIter& it, const F& f) {
-  using namespace ew_detail;
-  constexpr int arity = ew::FnTraits<F>::arity;
-  using Seq = std::make_index_sequence<arity>;
-  TG_CHECK(it.nops == arity + 1, "[elementwise] kernel takes ", arity, " inputs, launch has ", it.nops - 1);
-  if (it.numel == 0) return;
-  Pointers ptrs{};
-  for (int k = 0; k < it.nops; ++k) ptrs.p[k] = it.data[k];
-  const bool typed = typed_operands<F>(it, Seq{});
-  if (typed && it.is_contiguous()) {
-    constexpr int kVec = vec_width<F>(Seq{});
-    if constexpr (kVec > 1) {
-      if (vector_aligned<F>(it, kVec, Seq{})) {
-        launch_vectorized<kVec>(it, f, ptrs, Seq{});
-        return;
-      }
-    }
-    launch_vectorized<1>(it, f, ptrs, Seq{});
-    return;
-  }
-  const bool small = fits_int32(it);
-  if (typed) {
-    if (small) {
-      launch_strided<false, uint32_t>(it, f, ptrs, Seq{});
-    } else {
-      launch_strided<false, int64_t>(it, f, ptrs, Seq{});
-    }
-  } else if (small) {
-    launch_strided<true, uint32_t>(it, f, ptrs, Seq{});
-  } else {
-    launch_strided<true, int64_t>(it, f, ptrs, Seq{});
-  }
+  ew_detail::run(it, f, ew_detail::ScalarArgs<F>{});
 }
 
-// The launcher the functor tables in ops/elementwise/elementwise_select.h call on CUDA.
+// The launcher the functor tables in ops/elementwise/elementwise_select.h call on CUDA. A functor
+// with a host value bound to one argument launches the unbound functor's kernels with that value
+// as a parameter.
 struct Launch {
   const TensorIter& it;
   template <typename F>
   void operator()(const F& f) const {
     gpu_kernel(it, f);
+  }
+  template <typename F>
+  void operator()(const ew::BindRight<F>& bound) const {
+    ew_detail::ScalarArgs<F> s;
+    s.mask = 2u;
+    s.b = bound.b;
+    ew_detail::run(it, bound.f, s);
+  }
+  template <typename F>
+  void operator()(const ew::BindLeft<F>& bound) const {
+    ew_detail::ScalarArgs<F> s;
+    s.mask = 1u;
+    s.a = bound.a;
+    ew_detail::run(it, bound.f, s);
   }
 };
 
