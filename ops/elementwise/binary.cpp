@@ -10,9 +10,9 @@
 #include "ops/core/autocast.h"
 #include "ops/core/dispatch.h"
 #include "ops/elementwise/compare.h"
-#include "ops/elementwise/cpu/loops.h"
+#include "ops/elementwise/cpu/elementwise.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/elementwise/elementwise_select.h"
+#include "ops/elementwise/elementwise_math.h"
 #include "ops/elementwise/pointwise.h"
 #include "ops/elementwise/unary.h"
 #include "ops/factory/factory.h"
@@ -200,7 +200,7 @@ class BinaryOp final : public Op {
 #else
     (void)out;
 #endif
-    ew::visit_binary(kind_, compute, p, cpu::Launch{it});
+    cpu::launch_binary(kind_, compute, p, it);
   }
 
   // Gradient of the one tensor input of a tensor-scalar op.

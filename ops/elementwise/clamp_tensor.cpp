@@ -4,9 +4,8 @@
 #include "ops/core/dispatch.h"
 #include "ops/elementwise/binary.h"
 #include "ops/elementwise/compare.h"
-#include "ops/elementwise/cpu/loops.h"
+#include "ops/elementwise/cpu/elementwise.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/elementwise/elementwise_select.h"
 #include "ops/elementwise/unary.h"
 #include "ops/factory/factory.h"
 
@@ -90,7 +89,7 @@ class ClampTensorOp final : public Op {
       return;
     }
 #endif
-    ew::visit_binary(kind, compute, EwParams{}, cpu::Launch{it});
+    cpu::launch_binary(kind, compute, EwParams{}, it);
   }
 
   bool has_lo_, has_hi_;

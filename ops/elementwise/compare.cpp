@@ -6,9 +6,8 @@
 #include <iterator>
 
 #include "ops/core/dispatch.h"
-#include "ops/elementwise/cpu/loops.h"
+#include "ops/elementwise/cpu/elementwise.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/elementwise/elementwise_select.h"
 #include "ops/elementwise/pointwise.h"
 #include "ops/factory/factory.h"
 
@@ -95,7 +94,7 @@ class CompareOp final : public Op {
 #else
     (void)out;
 #endif
-    ew::visit_compare(kind_, compute, p, cpu::Launch{it});
+    cpu::launch_compare(kind_, compute, p, it);
   }
 
   CompareKind kind_;
@@ -128,7 +127,7 @@ class WhereOp final : public Op {
       return;
     }
 #endif
-    ew::visit_where(compute, cpu::Launch{TensorIter::make(o, {&in[0], &in[1], &in[2]})});
+    cpu::launch_where(compute, TensorIter::make(o, {&in[0], &in[1], &in[2]}));
   }
 
   bool pointwise(const std::vector<TensorMeta>& in, PointwiseMath& math) const override {

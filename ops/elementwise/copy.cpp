@@ -5,9 +5,8 @@
 #include <cstring>
 
 #include "ops/core/dispatch.h"
-#include "ops/elementwise/cpu/loops.h"
+#include "ops/elementwise/cpu/elementwise.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/elementwise/elementwise_select.h"
 #include "ops/elementwise/pointwise.h"
 #include "tensor/cuda_runtime.h"
 
@@ -73,7 +72,7 @@ void copy_kernel(const Tensor& dst, const Tensor& src) {
     return;
   }
 #endif
-  ew::visit_convert(dst.dtype(), src.dtype(), cpu::Launch{it});
+  cpu::launch_copy(it);
 }
 
 // True when `from` expands to `to` (PyTorch's expand rule: align right, size-1 dims stretch).
@@ -201,7 +200,7 @@ class FillOp final : public Op {
       return;
     }
 #endif
-    ew::visit_fill(out[0].dtype(), value_, cpu::Launch{it});
+    cpu::launch_fill(value_, it);
   }
 
   TensorList backward(const BackwardContext&, const TensorList&) const override { return {Tensor()}; }

@@ -5,6 +5,7 @@
 
 #include "ops/elementwise/elementwise.h"
 #include "ops/elementwise/functors.h"
+#include "ops/elementwise/kernel_units.h"
 
 namespace tg::ew {
 
@@ -61,44 +62,57 @@ void launch_binary_functor(const F& f, const EwParams& p, Launch& launch) {
   }
 }
 
+// The visitors below instantiate the functors of the kinds their filter `Keep` keeps (every kind by
+// default; one unit's kinds in the per-unit files of ops/elementwise/kernel_units.h) and fail on others.
+
 // Binary arithmetic at compute dtype `t` (the output dtype unless the op writes in place).
-template <typename Launch>
+template <typename Keep = EveryKind, typename Launch>
 void visit_binary(BinaryKind kind, DType t, const EwParams& p, Launch&& launch) {
   switch (kind) {
-#define TG_EW_CASE(K, NAME, INPLACE, FN, DOMAIN, PARAMS, ROLE)                                     \
-  case BinaryKind::K:                                                                             \
-    return TG_EW_DISPATCH_##DOMAIN(t, NAME, [&] {                                                 \
-      launch_binary_functor<BinaryKind::K>(make_functor<FN, EwParamKind::PARAMS, scalar_t>(p), p, launch); \
-    });
+#define TG_EW_CASE(K, NAME, INPLACE, FN, DOMAIN, PARAMS, ROLE)                                       \
+  case BinaryKind::K:                                                                               \
+    if constexpr (Keep::template keep<BinaryKind::K>) {                                             \
+      return TG_EW_DISPATCH_##DOMAIN(t, NAME, [&] {                                                 \
+        launch_binary_functor<BinaryKind::K>(make_functor<FN, EwParamKind::PARAMS, scalar_t>(p), p, launch); \
+      });                                                                                           \
+    }                                                                                               \
+    break;
     TG_BINARY_KINDS(TG_EW_CASE)
 #undef TG_EW_CASE
   }
-  TG_FAIL("[elementwise] unknown binary kind ", static_cast<int>(kind));
+  TG_FAIL("[elementwise] binary kind ", static_cast<int>(kind), " is not instantiated here");
 }
 
 // Unary functions at compute dtype `t`.
-template <typename Launch>
+template <typename Keep = EveryKind, typename Launch>
 void visit_unary(UnaryKind kind, DType t, const EwParams& p, Launch&& launch) {
   switch (kind) {
-#define TG_EW_CASE(K, NAME, FN, DOMAIN, PARAMS, SAVES) \
-  case UnaryKind::K:                                  \
-    return TG_EW_DISPATCH_##DOMAIN(t, NAME, [&] { launch(make_functor<FN, EwParamKind::PARAMS, scalar_t>(p)); });
+#define TG_EW_CASE(K, NAME, FN, DOMAIN, PARAMS, SAVES)                                                      \
+  case UnaryKind::K:                                                                                       \
+    if constexpr (Keep::template keep<UnaryKind::K>) {                                                     \
+      return TG_EW_DISPATCH_##DOMAIN(t, NAME, [&] { launch(make_functor<FN, EwParamKind::PARAMS, scalar_t>(p)); }); \
+    }                                                                                                      \
+    break;
     TG_UNARY_KINDS(TG_EW_CASE)
 #undef TG_EW_CASE
   }
-  TG_FAIL("[elementwise] unknown unary kind ", static_cast<int>(kind));
+  TG_FAIL("[elementwise] unary kind ", static_cast<int>(kind), " is not instantiated here");
 }
 
 // Comparisons of operands promoted to `t`.
-template <typename Launch>
+template <typename Keep = EveryKind, typename Launch>
 void visit_compare(CompareKind kind, DType t, const EwParams& p, Launch&& launch) {
   switch (kind) {
-#define TG_EW_CASE(K, NAME, FN) \
-  case CompareKind::K: return TG_DISPATCH_ALL(t, NAME, [&] { launch_bound(FN<scalar_t>{}, p, launch); });
+#define TG_EW_CASE(K, NAME, FN)                                                                \
+  case CompareKind::K:                                                                        \
+    if constexpr (Keep::template keep<CompareKind::K>) {                                      \
+      return TG_DISPATCH_ALL(t, NAME, [&] { launch_bound(FN<scalar_t>{}, p, launch); });      \
+    }                                                                                         \
+    break;
     TG_COMPARE_KINDS(TG_EW_CASE)
 #undef TG_EW_CASE
   }
-  TG_FAIL("[elementwise] unknown comparison kind ", static_cast<int>(kind));
+  TG_FAIL("[elementwise] comparison kind ", static_cast<int>(kind), " is not instantiated here");
 }
 
 // where(cond, a, b) with a and b promoted to `t`.

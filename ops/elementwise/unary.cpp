@@ -9,9 +9,8 @@
 #include "ops/core/dispatch.h"
 #include "ops/elementwise/binary.h"
 #include "ops/elementwise/compare.h"
-#include "ops/elementwise/cpu/loops.h"
+#include "ops/elementwise/cpu/elementwise.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/elementwise/elementwise_select.h"
 #include "ops/elementwise/pointwise.h"
 #include "ops/factory/factory.h"
 
@@ -61,7 +60,7 @@ class UnaryOp final : public Op {
       return;
     }
 #endif
-    ew::visit_unary(kind_, compute, p_, cpu::Launch{it});
+    cpu::launch_unary(kind_, compute, p_, it);
   }
 
   bool pointwise(const std::vector<TensorMeta>& in, PointwiseMath& math) const override {

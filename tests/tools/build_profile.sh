@@ -9,16 +9,23 @@ build=${1:?usage: build_profile.sh BUILD_DIR [TOP_N]}
 top=${2:-25}
 log="$build/.ninja_log"
 [ -f "$log" ] || { echo "build_profile: no $log (build with Ninja first)" >&2; exit 1; }
-python3 - "$log" "$top" <<'PY'
-import collections, os, sys
+# The build graph's current outputs: the log still holds those of sources since removed.
+targets=$(mktemp)
+trap 'rm -f "$targets"' EXIT
+ninja -C "$build" -t targets all 2>/dev/null | sed 's/: .*//' >"$targets" || true
+python3 - "$log" "$top" "$targets" <<'PY'
+import collections, os, signal, sys
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 log, top = sys.argv[1], int(sys.argv[2])
+current = set(open(sys.argv[3]).read().split())
 last = {}
 with open(log) as f:
     for line in f:
         if line.startswith('#'):
             continue
         start, end, _mtime, target, _hash = line.rstrip('\n').split('\t')
-        last[target] = (int(end) - int(start)) / 1000.0
+        if not current or target in current:
+            last[target] = (int(end) - int(start)) / 1000.0
 def kind(target):
     if target.endswith('.o'):
         src = target[:-2]

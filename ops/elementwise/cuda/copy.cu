@@ -1,10 +1,15 @@
-// CUDA launches of converting copies and fills.
+// CUDA kernels of converting copies, fills and where().
 #include "ops/elementwise/cuda/elementwise.h"
 #include "ops/elementwise/cuda/loops.cuh"
 #include "ops/elementwise/elementwise_select.h"
 #include "tensor/cuda/device_guard.h"
 
 namespace tg::cuda {
+
+void launch_where(DType compute, const TensorIter& it) {
+  DeviceGuard guard(it.device.index);
+  ew::visit_where(compute, Launch{it});
+}
 
 void launch_copy(const TensorIter& it) {
   DeviceGuard guard(it.device.index);
