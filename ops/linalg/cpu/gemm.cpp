@@ -91,6 +91,16 @@ bool blas_accepts(const Gemm& g) {
 }
 #endif
 
+// A float32 or float64 product: OpenBLAS where it takes the operands, Eigen otherwise.
+template <typename T>
+void blas_or_eigen_gemm(const Gemm& g) {
+#ifdef TG_WITH_CBLAS
+  const cpu::OpenBlas* blas = cpu::openblas();
+  if (blas != nullptr && blas_accepts(g)) return blas_gemm<T>(*blas, g);
+#endif
+  eigen_gemm_typed<T>(g);
+}
+
 // Elements an operand's matrices span: the last element of the last matrix's last row ends it (a
 // row may end before its leading dimension does, where the operand is a view into a wider tensor).
 int64_t operand_span(int64_t batch, int64_t batch_stride, int64_t rows, int64_t cols, int64_t ld) {
@@ -139,15 +149,13 @@ void cpu_gemm(const Gemm& g) {
   if (g.dtype == kFloat16) return widened_gemm<Half>(g, cpu_gemm);
   if (g.dtype == kBFloat16) return widened_gemm<BFloat16>(g, cpu_gemm);
   if (cpu::onednn_sgemm(g)) return;
-  TG_DISPATCH_FLOATING(g.dtype, "mm", [&] {
-#ifdef TG_WITH_CBLAS
-    if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
-      const cpu::OpenBlas* blas = cpu::openblas();
-      if (blas != nullptr && blas_accepts(g)) return blas_gemm<scalar_t>(*blas, g);
-    }
-#endif
-    eigen_gemm_typed<scalar_t>(g);
-  });
+  // Only float32 and float64 products get here (16-bit ones were widened above): instantiating
+  // Eigen's products for other dtypes would only cost build time.
+  switch (g.dtype) {
+    case DType::Float32: return blas_or_eigen_gemm<float>(g);
+    case DType::Float64: return blas_or_eigen_gemm<double>(g);
+    default: TG_FAIL("[mm] expected a floating dtype, got ", dtype_name(g.dtype));
+  }
 }
 
 void cpu_fill_bias(DType dtype, void* out, int64_t n, int64_t m, const BiasRef& bias, double beta) {
