@@ -11,9 +11,20 @@ namespace tg::cuda {
 
 // out[o] = sum (mean when `mean`) over the plan's reduced elements of x; x and out share a dtype.
 void sum_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean);
-// out[o] = max (or min) over the reduced elements, NaN propagating.
-void minmax_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, bool is_max);
-// out[o] (int64) = the reduced index of the first maximum; the plan must be in logical order.
+// out[o] = max over the reduced elements, NaN propagating (reduce_amax.cu).
+void amax_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out);
+// out[o] = min over the reduced elements, NaN propagating (reduce_amin.cu).
+void amin_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out);
+// amax_reduce or amin_reduce.
+inline void minmax_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, bool is_max) {
+  if (is_max) {
+    amax_reduce(x, plan, out);
+  } else {
+    amin_reduce(x, plan, out);
+  }
+}
+// out[o] (int64) = the reduced index of the first maximum; the plan must be in logical order
+// (reduce_argmax.cu).
 void argmax_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out);
 // out[o] = sum of squared deviations from the mean over the reduced elements / max(0, n - correction).
 void var_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, int64_t correction);
