@@ -10,7 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "graphs/compile.h"
+#include "graphs/capture/joint.h"
+#include "graphs/compile_options.h"
 #include "graphs/shape_buckets.h"
 
 namespace tg::graphs {

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "graphs/compile.h"
+#include "graphs/compile_options.h"
 #include "graphs/logs.h"
 #include "graphs/passes/elementwise_fusion.h"
 #include "graphs/passes/epilogue_fusion.h"
