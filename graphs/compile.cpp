@@ -9,10 +9,10 @@
 #include <sstream>
 
 #include "autograd/op_node.h"
-#include "graphs/bucket_padding.h"
+#include "graphs/calls/bucket_padding.h"
+#include "graphs/calls/changing_dims.h"
 #include "graphs/capture/functional_ops.h"
 #include "graphs/capture/guards.h"
-#include "graphs/changing_dims.h"
 #include "graphs/cudagraphs/cudagraph_executor.h"
 #include "graphs/cudagraphs/strict_capture.h"
 #include "graphs/logs.h"

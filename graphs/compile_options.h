@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "graphs/calls/shape_buckets.h"
 #include "graphs/capture/guards.h"
-#include "graphs/shape_buckets.h"
 #include "tensor/tensor.h"
 
 namespace tg {

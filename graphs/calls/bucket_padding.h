@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "graphs/calls/shape_buckets.h"
 #include "graphs/capture/joint.h"
 #include "graphs/compile_options.h"
-#include "graphs/shape_buckets.h"
 
 namespace tg::graphs {
 
