@@ -16,8 +16,10 @@
 #include "graphs/cudagraphs/cudagraph_executor.h"
 #include "graphs/cudagraphs/strict_capture.h"
 #include "graphs/logs.h"
+#include "graphs/passes/elementwise_fusion.h"
+#include "graphs/passes/epilogue_fusion.h"
 #include "graphs/passes/input_writes.h"
-#include "graphs/passes/optimize.h"
+#include "graphs/passes/schedule_collectives.h"
 #include "graphs/passes/stage_cpu_scalars.h"
 #include "graphs/runtime/compiled_backward.h"
 #include "graphs/runtime/cudagraph_step.h"
@@ -119,9 +121,10 @@ ExecutionPlan plan_execution(const CompiledFunction::State& s, const Partition& 
   return plan;
 }
 
-// Builds the executors only: interpreters for aot_eager (and where no CUDA work is), CUDA graph
-// executors for cudagraphs.
-void make_executors(CompiledFunction::State& s, CompiledEntry& entry, ExecutionPlan plan) {
+// Builds the executors only: interpreters over the entry's graphs for aot_eager (and where no CUDA
+// work is), CUDA graph executors over the staged graphs for cudagraphs.
+void make_executors(CompiledFunction::State& s, CompiledEntry& entry, ExecutionPlan plan, Graph staged_forward,
+                    Graph staged_backward) {
   const Graph& fw = entry.forward_graph;
   const Graph& bw = entry.partition.backward;
   if (!plan.cudagraphs) {
@@ -135,11 +138,11 @@ void make_executors(CompiledFunction::State& s, CompiledEntry& entry, ExecutionP
   for (const GraphInput& in : bw.inputs) bw_static.push_back(in.kind == InputKind::Saved);
   const CompileOptions& o = s.options;
   const CaptureChecks checks{.strict = o.strict_capture, .function = "function " + std::to_string(s.id)};
-  auto forward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(fw), std::move(plan.read_in_place), recorder,
-                                                     &s.counters, "forward", /*starts_step=*/true,
+  auto forward = std::make_unique<CudaGraphExecutor>(std::move(staged_forward), std::move(plan.read_in_place),
+                                                     recorder, &s.counters, "forward", /*starts_step=*/true,
                                                      o.cudagraph_max_recordings, DeviceType::CUDA, o.overlap_branches,
                                                      checks);
-  auto backward = std::make_unique<CudaGraphExecutor>(stage_cpu_scalars(bw), std::move(bw_static), recorder,
+  auto backward = std::make_unique<CudaGraphExecutor>(std::move(staged_backward), std::move(bw_static), recorder,
                                                       &s.counters, "backward", /*starts_step=*/false,
                                                       o.cudagraph_max_recordings, DeviceType::CUDA, o.overlap_branches,
                                                       checks);
@@ -178,14 +181,13 @@ void report_compilation(CompiledFunction::State& s, const CompiledEntry& entry) 
   log_line("partition", os.str());
 }
 
-// Traces a function for one call signature and builds what runs it. See Note [Compile pipeline].
-std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const CallArgs& call) {
-  const TensorList& args = call.tensors;
-  auto entry = std::make_shared<CompiledEntry>();
-  entry->guards = Guards::capture(args, call.names, call.host);
+// Traces s.fn for `args` into entry.joint. Returns false, with entry.eager set and the fallback
+// counted, when this signature must run eagerly instead (data-dependent or untraceable code);
+// fullgraph and strict_capture raise then instead.
+bool trace_or_fall_back(CompiledFunction::State& s, CompiledEntry& entry, const TensorList& args) {
   const bool grad_before = is_grad_enabled();
   try {
-    entry->joint = trace_joint(s.fn, args);  // forward and backward, on fake tensors
+    entry.joint = trace_joint(s.fn, args);
   } catch (const Error& e) {
     const bool data_dependent = dynamic_cast<const DataDependentError*>(&e) != nullptr;
     if (!data_dependent && !dynamic_cast<const TraceFallback*>(&e)) throw;
@@ -203,25 +205,62 @@ std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const Cal
         throw;
       }
     }
-    entry->eager = true;
+    entry.eager = true;
     record_fallback(s.counters, reason);
     log_line("recompiles", "falling back to eager for this input signature: " + reason);
-    return entry;
+    return false;
   }
   set_grad_enabled(grad_before);
-  entry->guards.add_captured(entry->joint.lifted);
-  entry->guards.add_host_guards(std::move(entry->joint.host_guards));
-  entry->joint.host_guards.clear();
-  // From here on captured tensors are held weakly, by the guards: a rebinding is seen, not hidden.
-  entry->joint.lifted.clear();
+  return true;
+}
 
-  entry->partition = partition(entry->joint, s.partitioner);  // forward and backward graphs
-  optimize(entry->partition, entry->joint, s.options);        // fusions, then scheduling
-  ExecutionPlan plan = plan_execution(s, entry->partition, args);
-  entry->forward_graph = entry->partition.forward;
+// Hands what tracing captured to the guards: captured tensors are held weakly from here on, so a
+// rebinding is seen, not hidden, and the host values the trace read are guarded by value.
+void guard_captured(CompiledEntry& entry) {
+  entry.guards.add_captured(entry.joint.lifted);
+  entry.guards.add_host_guards(std::move(entry.joint.host_guards));
+  entry.joint.host_guards.clear();
+  entry.joint.lifted.clear();
+}
+
+// The compile pipeline: everything from a call signature to the executors of its graphs, every pass
+// one call, in the order they run. See Note [Compile pipeline] and graphs/passes/README.md.
+std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const CallArgs& call) {
+  const TensorList& args = call.tensors;
+  const CompileOptions& o = s.options;
+  auto entry = std::make_shared<CompiledEntry>();
+  // Guards: the facts about this call that the graphs will be specialized on.
+  entry->guards = Guards::capture(args, call.names, call.host);
+  // Tracing: fn and its backward on fake tensors into one joint graph. Functionalization (writes become
+  // out-of-place ops) and the dedupe of arguments that share memory happen as it traces.
+  if (!trace_or_fall_back(s, *entry, args)) return entry;
+  guard_captured(*entry);
+  Partition& p = entry->partition;
+  // Partition: the joint graph split into a forward and a backward graph (saving or recomputing values).
+  p = partition(entry->joint, s.partitioner);
+  // Epilogue fusion: linear + activation, and their gradients, into the products' cuBLASLt epilogues.
+  if (o.fuse_epilogues) fuse_epilogues(p, entry->joint, o.fuse_gradient_epilogues);
+  // Elementwise fusion: groups of elementwise CUDA ops into generated kernels.
+  if (o.fuse_elementwise) fuse_elementwise(p);
+  // Scheduling: collectives as early as their inputs allow; after the fusions, which change what a
+  // collective waits for.
+  schedule_collectives_early(p.forward);
+  schedule_collectives_early(p.backward);
+  // Which executors run the graphs and which forward inputs they read in place (the next pass needs it).
+  ExecutionPlan plan = plan_execution(s, p, args);
+  // Input writes: writes into inputs run in place again where unobservable (reinplace); with CUDA
+  // graphs, the others into inputs read in place are written back inside the graph.
+  entry->forward_graph = p.forward;
   entry->written_in_graph =
       lower_input_writes(entry->forward_graph, entry->joint, plan.read_in_place, /*write_back=*/plan.cudagraphs);
-  make_executors(s, *entry, std::move(plan));
+  // Staging, for CUDA graphs: CPU scalars that feed CUDA ops are copied to the device first, so those
+  // ops are captured. Only the executors run the staged graphs; counters and logs see the unstaged.
+  Graph staged_forward, staged_backward;
+  if (plan.cudagraphs) {
+    staged_forward = stage_cpu_scalars(entry->forward_graph);
+    staged_backward = stage_cpu_scalars(p.backward);
+  }
+  make_executors(s, *entry, std::move(plan), std::move(staged_forward), std::move(staged_backward));
   report_compilation(s, *entry);
   return entry;
 }
