@@ -67,7 +67,8 @@ void flatten_arg(const A& a, const std::string& who, CallArgs& out) {
                   "compiled functions take Tensors, std::vector<Tensor>, scalars, strings, vectors of numbers "
                   "and objects by reference");
     out.host.push_back({"len(" + who + ")", HostValue(static_cast<int64_t>(a.size()))});
-    for (size_t k = 0; k < a.size(); ++k) out.host.push_back({who + "[" + std::to_string(k) + "]", to_host_value(a[k])});
+    for (size_t k = 0; k < a.size(); ++k)
+      out.host.push_back({who + "[" + std::to_string(k) + "]", to_host_value(a[k])});
   } else {
     // An object by reference (a module): the graph is specialized on which object it is.
     char buf[32];
@@ -84,7 +85,8 @@ decltype(auto) unflatten_arg(std::decay_t<A>& a, const TensorList& xs, size_t& p
   if constexpr (T::tensor) {
     return Tensor(xs.at(pos++));
   } else if constexpr (T::tensor_list) {
-    std::vector<Tensor> out(xs.begin() + static_cast<ptrdiff_t>(pos), xs.begin() + static_cast<ptrdiff_t>(pos + a.size()));
+    std::vector<Tensor> out(xs.begin() + static_cast<ptrdiff_t>(pos),
+                            xs.begin() + static_cast<ptrdiff_t>(pos + a.size()));
     pos += a.size();
     return out;
   } else {
@@ -94,7 +96,8 @@ decltype(auto) unflatten_arg(std::decay_t<A>& a, const TensorList& xs, size_t& p
 
 // The type the traced function receives for an argument of type A.
 template <typename A>
-using UnflatType = std::conditional_t<ArgTraits<A>::tensor, Tensor,
-                                      std::conditional_t<ArgTraits<A>::tensor_list, std::vector<Tensor>, std::decay_t<A>&>>;
+using UnflatType =
+    std::conditional_t<ArgTraits<A>::tensor, Tensor,
+                       std::conditional_t<ArgTraits<A>::tensor_list, std::vector<Tensor>, std::decay_t<A>&>>;
 
 }  // namespace tg::graphs::detail
