@@ -34,7 +34,7 @@ class CompiledFunction {
   const JointGraph* last_joint() const;
   const Partition* last_partition() const;
 
-  // Internal state (defined in compile.cpp).
+  // Internal state (defined in graphs/compiled_entry.h).
   struct State;
 
  private:
