@@ -23,6 +23,7 @@ namespace tg::graphs {
 // The type-erased core of a compiled function: guards, cache, tracing, executors, counters.
 class CompiledFunction {
  public:
+  // Checks the options (backend, partitioner, cache_limit, strict_capture); compiles nothing yet.
   CompiledFunction(GraphFn fn, CompileOptions options);
   // Runs the function on `args` (compiling for this signature on first sight).
   TensorList call(const TensorList& args);
