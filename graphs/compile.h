@@ -3,69 +3,27 @@
 
 #include <memory>
 #include <string>
-#include <cstdio>
 #include <tuple>
 #include <type_traits>
 #include <typeinfo>
 #include <utility>
 #include <vector>
 
-#include "graphs/counters.h"
-#include "graphs/dynamic_scalar.h"
+#include "graphs/calls/dynamic_scalar.h"
+#include "graphs/calls/flatten_call.h"
+#include "graphs/calls/shape_buckets.h"
 #include "graphs/capture/guards.h"
 #include "graphs/capture/joint.h"
+#include "graphs/compile_options.h"
+#include "graphs/counters.h"
 #include "graphs/partition/partition.h"
-#include "graphs/shape_buckets.h"
 
-namespace tg {
-
-// How compile() executes and partitions.
-struct CompileOptions {
-  std::string backend = "aot_eager";    // "eager" (no graphs), "aot_eager" (interpreter) or "cudagraphs"
-  std::string partitioner = "default";  // "default" or "min_cut"
-  int cache_limit = 8;                  // compiled variants per function before eager fallback (or eviction)
-  bool fullgraph = false;               // raise on data-dependent code instead of running it eagerly
-  int cudagraph_max_recordings = 8;     // recordings per segment (new static addresses) before eager
-  bool fuse_epilogues = true;           // fuse linear + relu (cuBLASLt epilogue) and relu grad + bias grad
-  bool fuse_elementwise = true;         // fuse chains of elementwise ops on CUDA into generated kernels (NVRTC)
-  // With fuse_epilogues, on CUDA also fold ReLU gradients and bias gradients into the backward
-  // products' cuBLASLt epilogues (DRELU_BGRAD, BGRADB; GELU gradients stay separate kernels). Off by
-  // default: on an H100 these epilogue kernels made the mlp_small and mlp_wide steps slower.
-  bool fuse_gradient_epilogues = false;
-  // cudagraphs: record weight- and bias-gradient products and reductions on a second stream, a branch
-  // of the CUDA graph that runs beside the input gradients (graphs/cudagraphs/branch_streams.h).
-  bool overlap_branches = true;
-  // cudagraphs only: raise a tg::Error naming the op and the reason instead of running any work outside
-  // CUDA graphs: an eager island in a graph (at compilation), a call that would run eagerly
-  // (data-dependent code, cache limit, no CUDA tensors), a segment that would be recorded again (a static
-  // input at a new address, live outputs) or run eagerly past cudagraph_max_recordings. Warm-up runs and
-  // host-to-device copies of inputs and constants are allowed (Note [Strict capture]).
-  bool strict_capture = false;
-  std::vector<std::string> input_names; // names used in recompile reasons (default: "input N")
-  // Pads chosen dims of chosen tensor arguments up to the smallest of a few sizes, so calls whose
-  // sizes keep changing share a few compiled variants; the function reads the true extent with
-  // tg::bucket_extent / tg::bucket_mask and makes the padding inert (Note [Shape buckets] in
-  // docs/shape_buckets.md). Turns on evict_lru.
-  std::vector<ShapeBucket> shape_buckets;
-  // At cache_limit, evict the least recently used variant (freeing its graphs and CUDA graph
-  // recordings) and compile the new signature, instead of running new signatures eagerly.
-  bool evict_lru = false;
-};
-
-namespace graphs {
-
-struct CompiledEntry;
-
-// One call, flattened: its tensors (graph inputs) with display names, and its non-tensor values.
-struct CallArgs {
-  TensorList tensors;
-  std::vector<std::string> names;  // per tensor: "input 'x'", "input 'xs'[1]"
-  std::vector<HostArgument> host;  // guarded by value
-};
+namespace tg::graphs {
 
 // The type-erased core of a compiled function: guards, cache, tracing, executors, counters.
 class CompiledFunction {
  public:
+  // Checks the options (backend, partitioner, cache_limit, strict_capture); compiles nothing yet.
   CompiledFunction(GraphFn fn, CompileOptions options);
   // Runs the function on `args` (compiling for this signature on first sight).
   TensorList call(const TensorList& args);
@@ -77,7 +35,7 @@ class CompiledFunction {
   const JointGraph* last_joint() const;
   const Partition* last_partition() const;
 
-  // Internal state (defined in compile.cpp).
+  // Internal state (defined in graphs/compiled_entry.h).
   struct State;
 
  private:
@@ -133,91 +91,9 @@ struct ResultAdapter<std::tuple<Ts...>> {
   }
 };
 
-}  // namespace graphs
+}  // namespace tg::graphs
 
-namespace graphs::detail {
-
-template <typename T>
-struct is_vector : std::false_type {};
-template <typename T>
-struct is_vector<std::vector<T>> : std::true_type {};
-
-// How one argument of a compiled call is treated: a tensor or a dynamic scalar (a graph input), a
-// list of tensors (flattened into graph inputs), a host value guarded by value, or an object passed
-// by reference (guarded by identity).
-template <typename A>
-struct ArgTraits {
-  using D = std::decay_t<A>;
-  static constexpr bool dynamic = std::is_same_v<D, DynamicScalar>;
-  static constexpr bool tensor = std::is_same_v<D, Tensor> || std::is_base_of_v<Tensor, D> || dynamic;
-  static constexpr bool tensor_list = std::is_same_v<D, std::vector<Tensor>> || std::is_same_v<D, TensorList>;
-  static constexpr bool scalar = std::is_arithmetic_v<D> || std::is_same_v<D, std::string> ||
-                                 std::is_same_v<D, const char*> || std::is_same_v<D, char*>;
-  static constexpr bool int_list = is_vector<D>::value && !tensor_list;
-};
-
-template <typename D>
-HostValue to_host_value(const D& v) {
-  if constexpr (std::is_same_v<D, bool>) return HostValue(v);
-  else if constexpr (std::is_integral_v<D>) return HostValue(static_cast<int64_t>(v));
-  else if constexpr (std::is_floating_point_v<D>) return HostValue(static_cast<double>(v));
-  else return HostValue(std::string(v));
-}
-
-// Appends argument `a` (named `who`) to the flattened call.
-template <typename A>
-void flatten_arg(const A& a, const std::string& who, CallArgs& out) {
-  using T = ArgTraits<A>;
-  if constexpr (T::dynamic) {
-    // A graph input like a tensor: guarded on dtype and shape, its value read when the graph runs.
-    out.tensors.push_back(a.tensor());
-    out.names.push_back(who + " (dynamic scalar)");
-  } else if constexpr (T::tensor) {
-    out.tensors.push_back(a);
-    out.names.push_back(who);
-  } else if constexpr (T::tensor_list) {
-    out.host.push_back({"len(" + who + ")", HostValue(static_cast<int64_t>(a.size()))});
-    for (size_t k = 0; k < a.size(); ++k) {
-      out.tensors.push_back(a[k]);
-      out.names.push_back(who + "[" + std::to_string(k) + "]");
-    }
-  } else if constexpr (T::scalar) {
-    out.host.push_back({who, to_host_value(a)});
-  } else if constexpr (T::int_list) {
-    static_assert(std::is_arithmetic_v<typename std::decay_t<A>::value_type>,
-                  "compiled functions take Tensors, std::vector<Tensor>, scalars, strings, vectors of numbers "
-                  "and objects by reference");
-    out.host.push_back({"len(" + who + ")", HostValue(static_cast<int64_t>(a.size()))});
-    for (size_t k = 0; k < a.size(); ++k) out.host.push_back({who + "[" + std::to_string(k) + "]", to_host_value(a[k])});
-  } else {
-    // An object by reference (a module): the graph is specialized on which object it is.
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%p", static_cast<const void*>(&a));
-    out.host.push_back({who + " (by reference)", HostValue(std::string("object at ") + buf)});
-  }
-}
-
-// What the traced function receives for argument `a`: graph inputs for tensors, the call's own
-// value otherwise. `pos` walks the flattened tensors.
-template <typename A>
-decltype(auto) unflatten_arg(std::decay_t<A>& a, const TensorList& xs, size_t& pos) {
-  using T = ArgTraits<A>;
-  if constexpr (T::tensor) {
-    return Tensor(xs.at(pos++));
-  } else if constexpr (T::tensor_list) {
-    std::vector<Tensor> out(xs.begin() + static_cast<ptrdiff_t>(pos), xs.begin() + static_cast<ptrdiff_t>(pos + a.size()));
-    pos += a.size();
-    return out;
-  } else {
-    return (a);
-  }
-}
-
-template <typename A>
-using UnflatType = std::conditional_t<ArgTraits<A>::tensor, Tensor,
-                                      std::conditional_t<ArgTraits<A>::tensor_list, std::vector<Tensor>, std::decay_t<A>&>>;
-
-}  // namespace graphs::detail
+namespace tg {
 
 // A compiled callable: call it like the original function. Arguments may mix Tensors,
 // std::vector<Tensor> (flattened into graph inputs), int64_t/double/bool/std::string and

@@ -21,6 +21,11 @@ struct PrimalRef {
   int32_t index = 0;
 };
 
+// The tensor `p` names among a call's arguments and the captured tensors (as locked for that call).
+inline const Tensor& primal(const PrimalRef& p, const TensorList& args, const TensorList& captured) {
+  return p.kind == InputKind::Argument ? args[static_cast<size_t>(p.index)] : captured[static_cast<size_t>(p.index)];
+}
+
 // An output that aliases a caller's tensor: rebuilt at run time as a view of that tensor.
 struct OutputAlias {
   PrimalRef source;

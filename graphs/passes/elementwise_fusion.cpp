@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <string>
 
 #include "graphs/ir/graph_edit.h"
 #include "graphs/logs.h"
@@ -152,6 +153,14 @@ int fuse_elementwise_chains(Graph& graph) {
   }
   if (groups > 0) drop_nodes(graph, removed);
   return groups;
+}
+
+void fuse_elementwise(Partition& p) {
+  const int forward = fuse_elementwise_chains(p.forward);
+  const int backward = fuse_elementwise_chains(p.backward);
+  if (forward + backward > 0)
+    log_line("fusion", std::to_string(forward) + " forward and " + std::to_string(backward) +
+                           " backward group(s) of elementwise ops fused into fused_elementwise");
 }
 
 }  // namespace tg::graphs

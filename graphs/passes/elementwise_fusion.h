@@ -3,6 +3,7 @@
 #pragma once
 
 #include "graphs/ir/graph.h"
+#include "graphs/partition/partition.h"
 
 namespace tg::graphs {
 
@@ -20,5 +21,9 @@ inline constexpr int kMaxFusedDims = 25;
 // a group may broadcast and have any strides. With TG_LOGS=fusion, prints each new kernel's
 // source once. Returns the number of groups.
 int fuse_elementwise_chains(Graph& graph);
+
+// The elementwise fusion pass over both graphs of a partition (CompileOptions::fuse_elementwise);
+// logs the number of groups under TG_LOGS=fusion.
+void fuse_elementwise(Partition& partition);
 
 }  // namespace tg::graphs

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "graphs/ir/graph_edit.h"
+#include "graphs/logs.h"
 #include "ops/elementwise/pointwise.h"
 #include "ops/linalg/bias_grad.h"
 #include "ops/linalg/linear.h"
@@ -257,6 +258,23 @@ int fuse_weight_bias_grads(Graph& graph) {
   }
   if (fused > 0) drop_nodes(graph, removed);
   return fused;
+}
+
+void fuse_epilogues(Partition& p, const JointGraph& joint, bool gradients) {
+  const int relu = fuse_linear_relu(p.forward) + fuse_linear_relu(p.backward);
+  const int gelu = fuse_linear_gelu_tanh(p.forward) + fuse_linear_gelu_tanh(p.backward);
+  const int relu_bias = fuse_relu_backward_bias_grad(p.backward);
+  const int relu_mm = gradients ? fuse_relu_mask_gradients(p, joint.num_user_outputs + joint.mutated.size()) : 0;
+  const int gelu_mm = gradients ? fuse_gelu_tanh_gradients(p.backward) : 0;
+  const int weight_bias = gradients ? fuse_weight_bias_grads(p.backward) : 0;
+  if (relu + gelu + relu_bias + relu_mm + gelu_mm + weight_bias == 0) return;
+  log_line("fusion", std::to_string(relu) + " linear + relu pair(s) fused into linear_relu, " + std::to_string(gelu) +
+                         " linear + tanh gelu into linear_gelu_tanh, " + std::to_string(relu_bias) +
+                         " relu gradient + bias gradient into relu_backward_bias_grad, then " +
+                         std::to_string(relu_mm) + " of those and " + std::to_string(gelu_mm) +
+                         " tanh gelu gradient(s) into the product before them (" + std::to_string(relu_mm) +
+                         " ReLU mask(s) saved), " + std::to_string(weight_bias) +
+                         " weight + bias gradient pair(s) into linear_weight_bias_grad");
 }
 
 }  // namespace tg::graphs

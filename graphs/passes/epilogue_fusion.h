@@ -4,10 +4,17 @@
 
 #include <cstddef>
 
+#include "graphs/capture/joint.h"
 #include "graphs/ir/graph.h"
 #include "graphs/partition/partition.h"
 
 namespace tg::graphs {
+
+// The epilogue fusion pass over both graphs of a partition (CompileOptions::fuse_epilogues): linear
+// + ReLU and linear + tanh GELU in both graphs, ReLU gradient + bias gradient in the backward, and
+// with `gradients` (fuse_gradient_epilogues) the activation gradients and bias gradients into the
+// backward products. Logs the counts under TG_LOGS=fusion.
+void fuse_epilogues(Partition& partition, const JointGraph& joint, bool gradients);
 
 // Replaces each linear whose result only a relu reads (and that is no graph output) and that relu
 // with one linear_relu node (on CUDA the ReLU then runs in the matmul's epilogue: one kernel, one

@@ -13,7 +13,9 @@
 #include "graphs/compile.h"
 #include "graphs/cudagraphs/cudagraph_executor.h"
 #include "graphs/cudagraphs/strict_capture.h"
-#include "graphs/passes/optimize.h"
+#include "graphs/passes/elementwise_fusion.h"
+#include "graphs/passes/epilogue_fusion.h"
+#include "graphs/passes/schedule_collectives.h"
 #include "graphs/passes/stage_cpu_scalars.h"
 #include "graphs/runtime/cudagraph_step.h"
 #include "support/test_support.h"
@@ -46,7 +48,13 @@ struct Planned {
 Planned plan(const GraphFn& fn, const TensorList& args, bool optimized = true) {
   JointGraph joint = trace_joint(fn, args);
   Partition part = partition(joint, PartitionerKind::Default);
-  if (optimized) optimize(part, joint, CompileOptions{.backend = "cudagraphs"});
+  if (optimized) {
+    // The rewrites of the compile pipeline with the default options (build_entry).
+    fuse_epilogues(part, joint, /*gradients=*/false);
+    fuse_elementwise(part);
+    schedule_collectives_early(part.forward);
+    schedule_collectives_early(part.backward);
+  }
   Planned p;
   p.forward = stage_cpu_scalars(part.forward);
   p.backward = stage_cpu_scalars(part.backward);

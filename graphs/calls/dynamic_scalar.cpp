@@ -1,4 +1,4 @@
-#include "graphs/dynamic_scalar.h"
+#include "graphs/calls/dynamic_scalar.h"
 
 #include "ops/core/dispatch.h"
 #include "ops/factory/factory.h"

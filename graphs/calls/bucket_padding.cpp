@@ -1,6 +1,6 @@
 // Padding a call up to its shape buckets, the compiled body reading the extents, and narrowing
 // outputs back. See Note [Shape buckets] in docs/shape_buckets.md.
-#include "graphs/bucket_padding.h"
+#include "graphs/calls/bucket_padding.h"
 
 #include <algorithm>
 #include <sstream>

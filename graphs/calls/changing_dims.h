@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "graphs/compile.h"
+#include "graphs/compile_options.h"
 
 namespace tg::graphs {
 

@@ -10,8 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "graphs/compile.h"
-#include "graphs/shape_buckets.h"
+#include "graphs/calls/shape_buckets.h"
+#include "graphs/capture/joint.h"
+#include "graphs/compile_options.h"
 
 namespace tg::graphs {
 

@@ -1,5 +1,5 @@
 // See Note [Shape buckets] in docs/shape_buckets.md.
-#include "graphs/changing_dims.h"
+#include "graphs/calls/changing_dims.h"
 
 #include <algorithm>
 #include <sstream>

@@ -1,6 +1,6 @@
 // bucket_extent / bucket_mask and the bucket-size helpers. See Note [Shape buckets] in
 // docs/shape_buckets.md.
-#include "graphs/shape_buckets.h"
+#include "graphs/calls/shape_buckets.h"
 
 #include "ops/elementwise/compare.h"
 #include "ops/factory/factory.h"
