@@ -58,6 +58,17 @@ TG_HD void store_as(char* p, DType d, T v) {
   }
 }
 
+// ---- functors whose launches are always typed -----------------------------------------------
+
+// Functors dispatched on their operands' own dtypes (conversions, fills): every launch of theirs
+// is typed, so neither backend instantiates its converting loop for them.
+template <typename F>
+inline constexpr bool kAlwaysTyped = false;
+template <typename To, typename From>
+inline constexpr bool kAlwaysTyped<ConvertFn<To, From>> = true;
+template <typename T>
+inline constexpr bool kAlwaysTyped<FillFn<T>> = true;
+
 // ---- a host value bound to one operand of a binary functor ---------------------------------
 
 template <typename F>

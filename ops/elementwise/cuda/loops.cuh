@@ -1,9 +1,9 @@
 // The CUDA elementwise launcher: runs a TG_HD functor over a TensorIter on the current stream.
-// Four kernels per functor: a vectorized one (16-byte loads/stores, grid-stride) for dense aligned
-// operands of the functor's own types, a strided one (an offset calculator over the coalesced dims,
-// 32-bit indices) for broadcast/transposed/sliced/misaligned operands, and a converting strided one
-// for mixed dtypes, with 32-bit indices and with 64-bit ones (which also serves launches too large
-// for 32-bit offsets). A host value bound to one argument of a binary functor (x + 2, 2 < x) is a kernel
+// Three kernels per functor: a vectorized one (16-byte loads/stores, grid-stride, 64-bit indices) for
+// dense aligned operands of the functor's own types, a strided one (an offset calculator over the
+// coalesced dims) for broadcast/transposed/sliced/misaligned operands, and a converting strided one
+// for mixed dtypes. The strided ones index with 32 bits: a launch whose offsets do not fit is cut
+// into parts that do. A host value bound to one argument of a binary functor (x + 2, 2 < x) is a kernel
 // parameter of the same kernels (ScalarArgs), not a functor of its own: tensor-tensor,
 // tensor-scalar and scalar-tensor launches share one set of kernels.
 #pragma once
@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <utility>
 
 #include "ops/elementwise/elementwise.h"
@@ -94,16 +95,6 @@ struct OffsetCalc {
     }
   }
 };
-
-// Functors dispatched on their operands' own dtypes (conversions, fills): every launch of theirs
-// is typed, so the converting kernel with 32-bit indices is never instantiated for them (launches
-// too large for 32-bit offsets still take the converting kernel with 64-bit indices).
-template <typename F>
-inline constexpr bool kAlwaysTyped = false;
-template <typename To, typename From>
-inline constexpr bool kAlwaysTyped<ew::ConvertFn<To, From>> = true;
-template <typename T>
-inline constexpr bool kAlwaysTyped<ew::FillFn<T>> = true;
 
 // Elements per 16-byte access of the widest operand type.
 template <typename F, size_t... I>
@@ -196,38 +187,86 @@ unsigned grid_for(int64_t work) {
 inline bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // One launch's operands as the functor sees them: the output, then one per argument. An argument
-// bound to a host value has no data, no strides and the argument's own dtype.
+// bound to a host value has no data, no strides and the argument's own dtype. Holds its own copy of
+// the geometry, so that a launch too large for 32-bit offsets can be cut into parts.
 struct Operands {
   int ndim = 0;
+  int nops = 0;
   int64_t numel = 0;
-  const int64_t* sizes = nullptr;
-  const int64_t* strides[kMaxIterOperands] = {};
+  int64_t sizes[kMaxIterDims] = {};
+  int64_t strides[kMaxIterOperands][kMaxIterDims] = {};
   Pointers ptrs{};
   DTypes dtypes{};
 };
 
 template <typename F, size_t... I>
 Operands operands_of(const TensorIter& it, const ScalarArgs<F>& s, std::index_sequence<I...>) {
-  static const int64_t kNoStrides[kMaxIterDims] = {};
   Operands ops;
   ops.ndim = it.ndim;
+  ops.nops = static_cast<int>(sizeof...(I)) + 1;
   ops.numel = it.numel;
-  ops.sizes = it.sizes;
+  std::copy(it.sizes, it.sizes + it.ndim, ops.sizes);
   int k = 0;
   auto take = [&](int slot, bool scalar, DType own) {
     if (scalar) {
-      ops.strides[slot] = kNoStrides;
       ops.dtypes.d[slot] = own;
       return;
     }
     ops.ptrs.p[slot] = it.data[k];
-    ops.strides[slot] = it.strides[k];
+    std::copy(it.strides[k], it.strides[k] + it.ndim, ops.strides[slot]);
     ops.dtypes.d[slot] = it.dtypes[k];
     ++k;
   };
   take(0, false, it.dtypes[0]);
   (take(static_cast<int>(I) + 1, is_scalar<I>(s), dtype_of<Arg<F, I>>()), ...);
   return ops;
+}
+
+// The largest byte offset operand k reaches along dim d.
+inline int64_t extent(const Operands& ops, int k, int d) { return (ops.sizes[d] - 1) * std::abs(ops.strides[k][d]); }
+
+// True when every linear index and byte offset of the launch fits in 32 bits.
+inline bool fits_int32(const Operands& ops) {
+  if (ops.numel > INT32_MAX) return false;
+  for (int k = 0; k < ops.nops; ++k) {
+    int64_t reach = 0;
+    for (int d = 0; d < ops.ndim; ++d) reach += extent(ops, k, d);
+    if (reach > INT32_MAX) return false;
+  }
+  return true;
+}
+
+// Calls run(part) for parts of `ops` whose offsets fit in 32 bits, as PyTorch's TensorIterator
+// does (with_32bit_indexing): the dim with the farthest reach is halved until each part fits, so
+// every strided kernel indexes with 32-bit integers and none is instantiated with 64-bit ones.
+template <typename Run>
+void for_each_32bit_part(const Operands& ops, const Run& run) {
+  if (fits_int32(ops)) {
+    run(ops);
+    return;
+  }
+  int split = 0;
+  int64_t farthest = -1;
+  for (int d = 0; d < ops.ndim; ++d) {
+    for (int k = 0; k < ops.nops; ++k) {
+      if (ops.sizes[d] > 1 && extent(ops, k, d) > farthest) {
+        farthest = extent(ops, k, d);
+        split = d;
+      }
+    }
+    if (ops.sizes[d] > 1 && farthest < 0) split = d;  // numel alone is too large: any dim will do
+  }
+  const int64_t size = ops.sizes[split], head = size / 2;
+  Operands first = ops, second = ops;
+  first.sizes[split] = head;
+  second.sizes[split] = size - head;
+  first.numel = ops.numel / size * head;
+  second.numel = ops.numel - first.numel;
+  for (int k = 0; k < ops.nops; ++k) {
+    if (ops.ptrs.p[k] != nullptr) second.ptrs.p[k] += head * ops.strides[k][split];
+  }
+  for_each_32bit_part(first, run);
+  for_each_32bit_part(second, run);
 }
 
 template <typename F, size_t... I>
@@ -248,31 +287,20 @@ void launch_vectorized(const Operands& ops, const F& f, const ScalarArgs<F>& s, 
   TG_CUDA_CHECK_LAUNCH();
 }
 
-template <bool kConvert, typename index_t, typename F, size_t... I>
+template <bool kConvert, typename F, size_t... I>
 void launch_strided(const Operands& ops, const F& f, const ScalarArgs<F>& s, std::index_sequence<I...> seq) {
   constexpr int NOPS = sizeof...(I) + 1;
-  OffsetCalc<NOPS, index_t> calc;
+  OffsetCalc<NOPS, uint32_t> calc;
   calc.ndim = ops.ndim;
   for (int d = 0; d < ops.ndim; ++d) {
-    calc.sizes[d] = static_cast<index_t>(ops.sizes[d]);
-    for (int k = 0; k < NOPS; ++k) calc.strides[d][k] = static_cast<index_t>(ops.strides[k][d]);
+    calc.sizes[d] = static_cast<uint32_t>(ops.sizes[d]);
+    for (int k = 0; k < NOPS; ++k) calc.strides[d][k] = static_cast<uint32_t>(ops.strides[k][d]);
   }
-  constexpr auto kernel = &strided_kernel<kConvert, NOPS, index_t, F, I...>;
+  constexpr auto kernel = &strided_kernel<kConvert, NOPS, uint32_t, F, I...>;
   const unsigned grid = grid_for<kernel>(ops.numel);
-  kernel<<<grid, kThreads, 0, current_stream()>>>(static_cast<index_t>(ops.numel), f, ops.ptrs, ops.dtypes, calc, s,
+  kernel<<<grid, kThreads, 0, current_stream()>>>(static_cast<uint32_t>(ops.numel), f, ops.ptrs, ops.dtypes, calc, s,
                                                   seq);
   TG_CUDA_CHECK_LAUNCH();
-}
-
-// True when every linear index and byte offset of the launch fits in 32 bits.
-inline bool fits_int32(const TensorIter& it) {
-  if (it.numel > INT32_MAX) return false;
-  for (int k = 0; k < it.nops; ++k) {
-    int64_t extent = 0;
-    for (int d = 0; d < it.ndim; ++d) extent += (it.sizes[d] - 1) * it.strides[k][d];
-    if (extent > INT32_MAX) return false;
-  }
-  return true;
 }
 
 // Runs out = f(args...) over `it`, whose operands after the output feed the arguments that `s`
@@ -290,15 +318,17 @@ void run(const TensorIter& it, const F& f, const ScalarArgs<F>& s) {
   constexpr int kVec = vec_width<F>(Seq{});
   if (typed && it.is_contiguous() && vector_aligned<F>(ops, kVec, Seq{})) {
     launch_vectorized<kVec>(ops, f, s, Seq{});
-  } else if (!fits_int32(it)) {
-    launch_strided<true, int64_t>(ops, f, s, Seq{});
-  } else if (typed) {
-    launch_strided<false, uint32_t>(ops, f, s, Seq{});
-  } else if constexpr (!kAlwaysTyped<F>) {
-    launch_strided<true, uint32_t>(ops, f, s, Seq{});
-  } else {
-    TG_FAIL("[elementwise] internal error: a conversion or fill launched on operands of other dtypes");
+    return;
   }
+  for_each_32bit_part(ops, [&](const Operands& part) {
+    if (typed) {
+      launch_strided<false>(part, f, s, Seq{});
+    } else if constexpr (!ew::kAlwaysTyped<F>) {
+      launch_strided<true>(part, f, s, Seq{});
+    } else {
+      TG_FAIL("[elementwise] internal error: a conversion or fill launched on operands of other dtypes");
+    }
+  });
 }
 
 }  // namespace ew_detail

@@ -21,6 +21,25 @@ using testing::TensorFn;
 using L = const TensorList&;
 // ---- CUDA ------------------------------------------------------------------------------------
 
+// Strided launches whose byte offsets pass 2^31 are cut into parts that fit 32-bit offsets: a
+// transposing copy (a typed launch) and a mixed-dtype add (a converting one) over 2.15 GB of floats
+// give, at sampled elements, exactly what the CPU computes from the same source elements.
+TEST(ElementwiseCuda, LaunchesPastThirtyTwoBitOffsetsAreCutIntoParts) {
+  TG_REQUIRE_CUDA();
+  const Device dev = cuda_device(0);
+  const int64_t cols = (int64_t{1} << 28) + 7;  // 2 x cols floats: 2^31 + 56 bytes
+  const Tensor x = arange(0, 2 * cols, 1, {.dtype = kFloat32, .device = dev}).view({2, cols});
+  const Tensor copied = x.t().contiguous();  // reads x with a stride of cols floats
+  const Tensor added = x.t() + ones({1}, {.dtype = kBFloat16, .device = dev});
+  ASSERT_EQ(copied.sizes(), (Shape{cols, 2}));
+  for (const int64_t row : {int64_t{0}, int64_t{1}, cols / 2, cols - 2, cols - 1}) {
+    SCOPED_TRACE(row);
+    const Tensor source = x.narrow(1, row, 1).to(kCPU).view({2});
+    expect_close(copied.narrow(0, row, 1).to(kCPU).view({2}), source, 0, 0);
+    expect_close(added.narrow(0, row, 1).to(kCPU).view({2}), source + 1.0, 0, 0);
+  }
+}
+
 TEST(ElementwiseCuda, EveryOpMatchesCpu) {
   TG_REQUIRE_CUDA();
   const Tensor a = random_tensor({33, 65}, kFloat32, false, -2, 2);
