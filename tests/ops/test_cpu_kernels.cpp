@@ -90,7 +90,10 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
 }
 
 TEST(VectorIsa, WideVariantsRoundExactlyAsTheBaselineLoop) {
-  if (cpu::vector_isa() == cpu::VectorIsa::Baseline) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512";
+  if (cpu::vector_isa() == cpu::VectorIsa::Baseline) {
+    GTEST_SKIP() << "no wide variant to compare: this CPU has neither AVX2 nor AVX-512, or the build has "
+                    "TG_CPU_ISA_VARIANTS off";
+  }
   const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&, const Tensor&)>>> ops = {
       {"add", [](const Tensor& a, const Tensor& b) { return add(a, b, 0.3); }},
       {"sub", [](const Tensor& a, const Tensor& b) { return a - b; }},

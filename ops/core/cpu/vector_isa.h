@@ -2,11 +2,18 @@
 // build targets baseline x86-64, so a shipped binary runs anywhere and still uses AVX2/AVX-512).
 #pragma once
 
+// The AVX2 and AVX-512 variants exist on x86-64 with GCC or Clang, unless the build turns them off
+// (-DTG_CPU_ISA_VARIANTS=OFF in CMake: the sanitizer builds, which check the same source once).
+#ifndef TG_CPU_ISA_VARIANTS
 #if defined(__x86_64__) && defined(__GNUC__)
 #define TG_CPU_ISA_VARIANTS 1
-#define TG_CPU_ALWAYS_INLINE __attribute__((always_inline))
 #else
 #define TG_CPU_ISA_VARIANTS 0
+#endif
+#endif
+#if TG_CPU_ISA_VARIANTS
+#define TG_CPU_ALWAYS_INLINE __attribute__((always_inline))
+#else
 #define TG_CPU_ALWAYS_INLINE
 #endif
 

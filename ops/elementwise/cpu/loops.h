@@ -50,13 +50,23 @@ __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))) void dens
 }
 #endif
 
+// True when a functor reads or writes floating-point values: only those loops get the AVX2 and
+// AVX-512 variants. Integer and bool loops run the baseline loop alone (vectorized as -O3 makes
+// it), which keeps what the CPU units compile to about half.
+template <typename F, size_t... I>
+constexpr bool has_wide_variants(std::index_sequence<I...>) {
+  return is_floating_v<Res<F>> || (is_floating_v<Arg<F, I>> || ...);
+}
+
 template <typename F, size_t... I>
 void dense_run(char* const* data, int64_t n, const F& f, std::index_sequence<I...> seq) {
 #if TG_CPU_ISA_VARIANTS
-  switch (vector_isa()) {
-    case VectorIsa::Avx512: return dense_loop_avx512(data, n, f, seq);
-    case VectorIsa::Avx2: return dense_loop_avx2(data, n, f, seq);
-    case VectorIsa::Baseline: break;
+  if constexpr (has_wide_variants<F>(seq)) {
+    switch (vector_isa()) {
+      case VectorIsa::Avx512: return dense_loop_avx512(data, n, f, seq);
+      case VectorIsa::Avx2: return dense_loop_avx2(data, n, f, seq);
+      case VectorIsa::Baseline: break;
+    }
   }
 #endif
   dense_loop(data, n, f, seq);
@@ -131,9 +141,13 @@ void cpu_kernel(const TensorIter& it, const F& f) {
     });
     return;
   }
-  detail::for_each_row(it, [&](char* const* p, const int64_t* s, int64_t n) {
-    detail::converting_run(p, s, it.dtypes, n, f, Seq{});
-  });
+  if constexpr (ew::kAlwaysTyped<F>) {
+    TG_FAIL("[elementwise] internal error: a conversion or fill launched on operands of other dtypes");
+  } else {
+    detail::for_each_row(it, [&](char* const* p, const int64_t* s, int64_t n) {
+      detail::converting_run(p, s, it.dtypes, n, f, Seq{});
+    });
+  }
 }
 
 // The launcher the functor tables in ops/elementwise/elementwise_select.h call on the CPU.
