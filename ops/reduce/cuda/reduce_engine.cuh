@@ -2,7 +2,7 @@
 // out[o] = combine over r of load(kept(o) + reduced(r), o, r), then store(o, result).
 //
 // Strategy by geometry (no hand-written reduction trees: CUB does the tree work):
-// - one output over contiguous or evenly strided elements: cub::DeviceReduce;
+// - one output over contiguous elements read as they are: cub::DeviceReduce;
 // - each output's elements closer in memory than neighbouring outputs (an "inner" reduction):
 //   one block per output (or per chunk of an output, when outputs are too few to fill the GPU)
 //   whose threads stride through the elements, finished by cub::BlockReduce;
@@ -15,9 +15,7 @@
 
 #include <cub/block/block_reduce.cuh>
 #include <cub/device/device_reduce.cuh>
-#include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/tabulate_output_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -57,15 +55,6 @@ struct StoreAt {
   __host__ __device__ void operator()(int64_t o, Acc acc) const {
     store(o, acc);
   }
-};
-
-// Element r of the single output's reduced elements, `stride` apart (kept small: CUB copies its
-// input iterator per item, and a large functor would live in local memory).
-template <typename Load>
-struct StridedElement {
-  Load load;
-  int64_t stride;
-  __host__ __device__ auto operator()(int64_t r) const { return load(r * stride, int64_t{0}, r); }
 };
 
 // Reads x[offset] as its accumulator type (float for 16-bit floats); a contiguous single-output
@@ -163,17 +152,13 @@ void reduce(const ReducePlan& p, Acc init, Load load, Combine combine, Store sto
   for (int d = 0; d < p.reduced.ndim; ++d) min_red_stride = std::min(min_red_stride, p.reduced.strides[d]);
   const bool outputs_innermost = p.kept.ndim > 0 && p.kept.strides[p.kept.ndim - 1] < min_red_stride;
 
-  if constexpr (!kOverPartials) {
-    // A single output over one (merged) strided dim: CUB's device-wide reduction. Several strided
-    // dims take the block path below, which indexes them without per-item copies.
-    if (p.n_out == 1 && p.n_red > 0 && p.reduced.ndim == 1) {
-      const int64_t stride = p.reduced.strides[0];
-      if constexpr (kIsValueLoad<Load>) {
-        if (stride == 1) return device_reduce(load.ptr, p.n_red, init, combine, store, device, stream);
-      }
-      auto in = thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0),
-                                                StridedElement<Load>{load, stride});
-      return device_reduce(in, p.n_red, init, combine, store, device, stream);
+  if constexpr (!kOverPartials && kIsValueLoad<Load>) {
+    // A single output over contiguous elements of a type that is its own accumulator: CUB's
+    // device-wide reduction, which loads the raw pointer in vectors. Every other single output
+    // (strided, 16-bit, or read through a custom load) takes the block path below: one instance of
+    // CUB's reduction per load type cost more to compile than it saved at run time.
+    if (p.n_out == 1 && p.n_red > 0 && p.reduced.ndim == 1 && p.reduced.strides[0] == 1) {
+      return device_reduce(load.ptr, p.n_red, init, combine, store, device, stream);
     }
   }
 
