@@ -48,6 +48,8 @@
 #include "ops/shape/split.h"
 #include "ops/shape/view.h"
 #include "optim/optim.h"
+#include "profiler/profiler.h"
+#include "profiler/stages.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 #include "tensor/grad_mode.h"

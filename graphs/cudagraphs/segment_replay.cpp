@@ -9,6 +9,7 @@
 #include "graphs/cudagraphs/cudagraph_executor.h"
 #include "graphs/cudagraphs/segment_instance.h"
 #include "graphs/runtime/cudagraph_step.h"
+#include "ops/core/profile_hooks.h"
 #include "ops/elementwise/copy.h"
 #include "ops/factory/factory.h"
 
@@ -45,7 +46,10 @@ std::optional<std::vector<std::shared_ptr<void>>> CudaGraphExecutor::take_memory
 
 void CudaGraphExecutor::replay(Instance& inst, const std::vector<std::shared_ptr<void>>& memory, const Segment& seg,
                                std::vector<Tensor>& env) {
-  inst.graph->replay();
+  {
+    NamedRange range("cudagraph", [&] { return "cudagraph replay: " + where(); });
+    inst.graph->replay();
+  }
   if (!inst.watched.empty()) inst.watched.replayed(where());  // an event and a queue entry per watcher
   count(&CompileCounters::replays);
   count(&CompileCounters::replayed_kernels, inst.graph->kernels());

@@ -5,6 +5,7 @@
 
 #include "graphs/capture/fake.h"
 #include "ops/core/dispatch.h"
+#include "ops/core/profile_hooks.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/grad_mode.h"
 #include "tensor/memory/cpu_allocator.h"
@@ -116,7 +117,8 @@ void Interpreter::run_range(std::vector<Tensor>& env, size_t first, size_t last,
     OpPtr redrawn;
     const Op& op = n.op->has(kRandom) ? *(redrawn = n.op->redraw()) : *n.op;
     if (planned && plans_[i].direct) {
-      // What run_kernel does for fresh outputs, with their metadata known.
+      // What run_kernel does for fresh outputs, with their metadata known (and its profiler range).
+      OpRange range(op, args);
       outs.clear();
       for (const PlannedOutput& o : plans_[i].outputs)
         outs.emplace_back(make_shared_small<TensorImpl>(make_shared_small<StorageImpl>(o.device, o.nbytes),

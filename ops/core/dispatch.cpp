@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ops/core/profile_hooks.h"
 #include "ops/core/tape.h"
 #include "tensor/grad_mode.h"
 #include "tensor/memory/cpu_allocator.h"
@@ -128,6 +129,7 @@ std::vector<int> mutated_inputs(const OpSchema& s) {
 }
 
 TensorList run_kernel(const Op& op, const TensorList& inputs, bool fake) {
+  OpRange range(op, inputs);
   std::vector<TensorMeta> metas = infer_outputs(op, inputs);
   TensorList outputs = make_outputs(op, inputs, metas, fake);
   if (should_run_kernel(op, inputs, outputs)) op.eval(inputs, outputs);
@@ -136,6 +138,7 @@ TensorList run_kernel(const Op& op, const TensorList& inputs, bool fake) {
 }
 
 TensorList dispatch(const OpPtr& op, TensorList inputs) {
+  OpRange range(*op, inputs);
   const OpSchema& s = op->schema();
   OpObserver* const obs = t_observer;
   if (obs) obs->before_op(op, inputs);
