@@ -33,6 +33,9 @@ struct Options {
   int64_t sample_chars = 400, top_k = 40;
   double temperature = 0.8;
   double min_gain = 0;  // exit 3 unless the validation loss ends this far below the unigram entropy
+  // Profiling: a Chrome trace of `profile_steps` steps after `profile_warmup` steps ("": none).
+  std::string profile;
+  int64_t profile_warmup = 5, profile_steps = 5;
 };
 
 inline void usage() {
@@ -42,10 +45,13 @@ inline void usage() {
                "  [--layers N] [--d-model N] [--heads N] [--context N] [--dropout P] [--batch-size N] [--steps N]\n"
                "  [--stop-at STEP] [--warmup N] [--lr LR] [--min-lr LR] [--weight-decay WD] [--clip NORM] [--seed S]\n"
                "  [--log-every N] [--eval-every N] [--eval-batches N] [--sample-chars N] [--temperature T]\n"
-               "  [--top-k K] [--min-gain NATS]\n"
+               "  [--top-k K] [--min-gain NATS] [--profile TRACE.json] [--profile-warmup N] [--profile-steps N]\n"
                "Presets: gpu (6 layers, d_model 384, 6 heads, context 256, batch 64, 2500 steps, bf16, cudagraphs)\n"
                "and cpu (3 layers, d_model 128, 4 heads, context 128, batch 16, 800 steps, fp32, aot_eager);\n"
-               "the default is the preset of --device, else gpu when a CUDA device is present.\n");
+               "the default is the preset of --device, else gpu when a CUDA device is present.\n"
+               "--profile records --profile-steps steps (5) after --profile-warmup steps (5), writes their Chrome\n"
+               "trace to TRACE.json and prints the table of ops and kernels, the device time per stage and the\n"
+               "memory summary.\n");
 }
 
 // Fills the model and optimization fields of `o` from a preset.
@@ -145,6 +151,9 @@ inline Options parse(int argc, char** argv) {
     else if (flag == "--temperature") o.temperature = number(flag, value);
     else if (flag == "--top-k") o.top_k = positive(flag, value);
     else if (flag == "--min-gain") o.min_gain = number(flag, value);
+    else if (flag == "--profile") o.profile = value;
+    else if (flag == "--profile-warmup") o.profile_warmup = number(flag, value) > 0 ? positive(flag, value) : 0;
+    else if (flag == "--profile-steps") o.profile_steps = positive(flag, value);
     else throw std::runtime_error("unknown option " + flag + " (--help lists them)");
   }
   if (o.compile != "none" && o.compile != "aot_eager" && o.compile != "cudagraphs") {

@@ -18,6 +18,7 @@
 
 #include "examples/gpt_checkpoint.h"
 #include "examples/gpt_options.h"
+#include "examples/gpt_profiler.h"
 #include "examples/gpt_sampler.h"
 #include "examples/text_corpus.h"
 #include "io/summary_writer.h"
@@ -178,6 +179,7 @@ static int run(int argc, char** argv) {
   int64_t timed_tokens = 0;
   // The schedule spans --steps; --stop-at ends this run earlier, as a job's time limit would.
   const int64_t last_step = opt.stop_at > 0 ? std::min(opt.stop_at, opt.steps) : opt.steps;
+  gpt::StepProfiler profiler(opt.profile, opt.profile_warmup, opt.profile_steps);
   while (step < last_step) {
     for (tg::TensorList& batch : loader) {
       Tensor loss = loss_fn(batch[0], batch[1]);
@@ -186,6 +188,7 @@ static int run(int argc, char** argv) {
       update();
       loss_sum.add_(loss.detach().to(tg::kFloat32));
       ++step;
+      profiler.after_step(step - at.step);
       if (step % opt.log_every == 0 || step == last_step) {
         const double mean = loss_sum.item<double>() / static_cast<double>(step - logged_from);  // synchronizes
         const auto now = Clock::now();
@@ -225,6 +228,7 @@ static int run(int argc, char** argv) {
     }
   }
   sync();
+  profiler.finish();
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
   writer.flush();
 
