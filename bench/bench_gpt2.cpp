@@ -12,6 +12,9 @@
 // replays CUDA graphs (everything traced, compiled, tuned and recorded). TG_GPT2_FIRST_REPLAY=bf16
 // (or 1; or fp32) runs nothing else: one compiled setup, steps up to that first replay, and a line
 // with the time since the process started, which a second run with the same TG_CACHE_DIR compares.
+//
+// TG_GPT2_PROFILE=N profiles N steps with tg::profiler (the table, the device time per stage and
+// the memory summary; TG_GPT2_TRACE=PATH writes the Chrome trace), beside bench/pt/gpt2.py --profile.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -28,6 +31,8 @@
 #include "bench/step_timing.h"
 #include "graphs/counters.h"
 #include "ops/core/disk_cache.h"
+#include "profiler/profiler.h"
+#include "profiler/stages.h"
 #include "tapegraph.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/memory/cuda_memory.h"
@@ -209,6 +214,40 @@ int first_replay_only(const std::string& mode) {
   return steps > 10 ? 1 : 0;
 }
 
+// TG_GPT2_PROFILE=N: the compiled bf16 step (TG_GPT2_PROFILE_MODE=eager|fp32 for the others) under
+// tg::profiler: recording from the first step, so that every CUDA graph node is named by the op
+// that recorded it; five warm-up steps dropped, then N steps. Prints the table of ops and kernels,
+// the device time per stage and the memory summary; writes the Chrome trace to TG_GPT2_TRACE.
+int profile_only(int steps) {
+  if (!tg::cuda_is_available()) {
+    std::fprintf(stderr, "bench_gpt2: no CUDA device\n");
+    return 1;
+  }
+  const char* mode_env = std::getenv("TG_GPT2_PROFILE_MODE");
+  const std::string mode = mode_env != nullptr ? mode_env : "";
+  Gpt2Step s(/*compiled=*/mode != "eager", /*bf16=*/mode != "fp32");
+  tg::profiler::Profiler prof;
+  prof.start();
+  for (int i = 0; i < 5; ++i) s.step();
+  tg::cuda::synchronize();
+  prof.reset();
+  for (int i = 0; i < steps; ++i) s.step();
+  const tg::profiler::Profile& p = prof.stop();
+  std::printf("GPT-2 step (%s, %lld layers, batch %lld x %lld), %d profiled steps\n",
+              mode.empty() ? "compiled, bf16 autocast" : mode.c_str(), static_cast<long long>(s.layers),
+              static_cast<long long>(s.batch), static_cast<long long>(s.seq), steps);
+  if (!p.device_note().empty()) std::printf("no device activity: %s\n", p.device_note().c_str());
+  std::printf("%s\n", p.table({.row_limit = 40}).c_str());
+  std::printf("device time by stage:\n%s\n",
+              tg::profiler::stage_table(tg::profiler::stage_breakdown(p), steps).c_str());
+  std::printf("%s", tg::profiler::memory_summary().c_str());
+  if (const char* trace = std::getenv("TG_GPT2_TRACE"); trace != nullptr && *trace != '\0') {
+    p.export_chrome_trace(trace);
+    std::printf("trace: %s\n", trace);
+  }
+  return 0;
+}
+
 // range(0): 0 eager, 1 compiled; range(1): 0 fp32, 1 bf16.
 void BM_gpt2_step(benchmark::State& state) { run(state, state.range(0) != 0, state.range(1) != 0); }
 BENCHMARK(BM_gpt2_step)
@@ -220,6 +259,7 @@ BENCHMARK(BM_gpt2_step)
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (const int64_t n = env_int("TG_GPT2_PROFILE", 0); n > 0) return profile_only(static_cast<int>(n));
   const char* first = std::getenv("TG_GPT2_FIRST_REPLAY");
   if (first != nullptr && *first != '\0' && std::string(first) != "0")
     return first_replay_only(std::string(first) == "fp32" ? "fp32" : "bf16");
