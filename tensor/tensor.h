@@ -169,6 +169,8 @@ class Tensor {
   // approximate: "none" (erf) or "tanh".
   Tensor gelu(const std::string& approximate = "none") const;
   Tensor sqrt() const;
+  // x * x.
+  Tensor square() const;
   Tensor rsqrt() const;
   Tensor trunc() const;
   Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max) const;

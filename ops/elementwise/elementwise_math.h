@@ -196,6 +196,10 @@ struct NegFn {
   TG_HD T operator()(T a) const { return -a; }
 };
 template <typename T>
+struct SquareFn {
+  TG_HD T operator()(T a) const { return a * a; }
+};
+template <typename T>
 struct AbsFn {
   TG_HD T operator()(T a) const {
     if constexpr (kIsFloat<T>) return m_abs(a);

@@ -1,6 +1,6 @@
-// Elementwise functions of one tensor: neg, abs, sgn, exp, log, sin, cos, erf, tanh, sigmoid, relu, gelu,
-// silu, softplus, sqrt, rsqrt, trunc, pow with a scalar exponent, clamp, and the in-place trunc_ and
-// clamp_. (clamp with tensor bounds lives in ops/elementwise/clamp_tensor.cpp.)
+// Elementwise functions of one tensor: neg, abs, square, sgn, exp, log, sin, cos, erf, tanh, sigmoid,
+// relu, gelu, silu, softplus, sqrt, rsqrt, trunc, pow with a scalar exponent, clamp, and the in-place
+// trunc_ and clamp_. (clamp with tensor bounds lives in ops/elementwise/clamp_tensor.cpp.)
 #include "ops/elementwise/unary.h"
 
 #include <iterator>
@@ -143,6 +143,7 @@ class UnaryOp final : public Op {
     switch (kind_) {
       case UnaryKind::Neg: return neg(g);
       case UnaryKind::Abs: return mul(g, sgn(ctx.input(0)));
+      case UnaryKind::Square: return mul(g, mul(ctx.input(0), 2));  // PyTorch's pow_backward for exponent 2
       case UnaryKind::Sgn:
       case UnaryKind::Trunc: return zeros_like(g);
       case UnaryKind::Exp: return mul(g, ctx.output(0));
@@ -204,6 +205,8 @@ EwParams clamp_params(std::optional<Scalar> min, std::optional<Scalar> max) {
 
 Tensor neg(const Tensor& x) { return unary(UnaryKind::Neg, x); }
 Tensor abs(const Tensor& x) { return unary(UnaryKind::Abs, x); }
+// As torch.square (pow(x, 2)): a bool tensor squares into int64.
+Tensor square(const Tensor& x) { return x.dtype() == kBool ? pow(x, 2) : unary(UnaryKind::Square, x); }
 Tensor sgn(const Tensor& x) { return unary(UnaryKind::Sgn, x); }
 // exp, log, rsqrt, pow and softplus are on PyTorch's CUDA autocast float32 list (not the CPU's).
 Tensor exp(const Tensor& x) { return unary(UnaryKind::Exp, autocast::to_float(x, autocast::kCudaList)); }
@@ -255,6 +258,7 @@ Tensor Tensor::sigmoid() const { return tg::sigmoid(*this); }
 Tensor Tensor::relu() const { return tg::relu(*this); }
 Tensor Tensor::gelu(const std::string& approximate) const { return tg::gelu(*this, approximate); }
 Tensor Tensor::sqrt() const { return tg::sqrt(*this); }
+Tensor Tensor::square() const { return tg::square(*this); }
 Tensor Tensor::rsqrt() const { return tg::rsqrt(*this); }
 Tensor Tensor::trunc() const { return tg::trunc(*this); }
 Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const { return tg::clamp(*this, min, max); }

@@ -11,6 +11,8 @@ namespace tg {
 Tensor neg(const Tensor& x);
 Tensor pow(const Tensor& x, Scalar exponent);
 Tensor abs(const Tensor& x);
+// x * x, as torch.square.
+Tensor square(const Tensor& x);
 // Sign: -1, 0 or 1.
 Tensor sgn(const Tensor& x);
 Tensor exp(const Tensor& x);

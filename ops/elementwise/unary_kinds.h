@@ -13,6 +13,7 @@
 #define TG_UNARY_KINDS(X)                                       \
   X(Neg, "neg", NegFn, Numeric, None, Nothing)                  \
   X(Abs, "abs", AbsFn, Numeric, None, Input)                    \
+  X(Square, "square", SquareFn, Numeric, None, Input)           \
   X(Sgn, "sgn", SgnFn, All, None, Nothing)                      \
   X(Exp, "exp", ExpFn, FloatLift, None, Output)                 \
   X(Log, "log", LogFn, FloatLift, None, Input)                  \

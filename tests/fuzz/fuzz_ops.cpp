@@ -126,6 +126,7 @@ std::vector<FuzzOp> make_ops() {
                        [](const Names& n, const Attrs&) { return "erf(" + n[0] + ")"; }});
   ops.back().python = [](const Names& n, const Attrs&) { return "torch.erf(" + n[0] + ")"; };
   ops.push_back(unary("abs", [](const Tensor& x) { return x.abs(); }, "abs"));
+  ops.push_back(unary("square", [](const Tensor& x) { return x.square(); }, "square"));
   ops.push_back(unary("clone", [](const Tensor& x) { return x.clone(); }, "clone"));
   ops.push_back(unary("contiguous", [](const Tensor& x) { return x.contiguous(); }, "contiguous"));
   ops.push_back(unary("detach", [](const Tensor& x) { return x.detach(); }, "detach"));

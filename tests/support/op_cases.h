@@ -96,6 +96,7 @@ inline std::vector<OpCase> all_op_cases() {
   add_case("pow_int", [] { return TensorList{uniform({2, 3})}; }, [](L x) { return pow(x[0], 3); }, true);
   add_case("pow_negative", [] { return TensorList{positive({2, 3})}; }, [](L x) { return pow(x[0], -1.5); }, true);
   add_case("abs", [] { return TensorList{signed_away({2, 3})}; }, [](L x) { return abs(x[0]); });
+  add_case("square", [] { return TensorList{uniform({2, 3}, -2, 2)}; }, [](L x) { return square(x[0]); });
   add_case("sgn", [] { return TensorList{signed_away({2, 3})}; }, [](L x) { return sgn(x[0]); });
   add_case("exp", [] { return TensorList{uniform({2, 3})}; }, [](L x) { return exp(x[0]); }, true);
   add_case("log", [] { return TensorList{positive({2, 3})}; }, [](L x) { return log(x[0]); }, true);

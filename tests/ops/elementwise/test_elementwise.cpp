@@ -160,6 +160,22 @@ TEST(ElementwiseValues, Pow) {
   EXPECT_EQ(pow(make({1}, kBool), 2).dtype(), kInt64);
 }
 
+TEST(ElementwiseValues, SquareKeepsTheDtypeAndBoolBecomesInt64) {
+  for (DType d : {kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64}) {
+    SCOPED_TRACE(dtype_name(d));
+    const double last = is_floating(d) ? 4.5 : 2;  // 4.5 squared is exact in every floating dtype
+    const Tensor x = make({-3, 0, last}, d);
+    EXPECT_EQ(square(x).dtype(), d);
+    expect_values(square(x), {9, 0, last * last});
+  }
+  const Tensor b = make({1, 0}, kBool);
+  EXPECT_EQ(square(b).dtype(), kInt64);
+  expect_values(b.square(), {1, 0});
+  expect_values(make({-2, 0.5}).square(), {4, 0.25});
+  const Tensor strided = make({1, 2, 3, 4, 5, 6}).view({2, 3}).t();
+  expect_values(square(strided), {1, 16, 4, 25, 9, 36});
+}
+
 TEST(ElementwiseValues, Clamp) {
   const Tensor x = make({-3, -1, 0, 1, 3, kNaN});
   expect_values(clamp(x, -1, 1), {-1, -1, 0, 1, 1, kNaN});
