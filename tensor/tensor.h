@@ -38,6 +38,13 @@ class Tensor {
  public:
   Tensor() = default;
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  Tensor(const Tensor&) = default;
+  Tensor(Tensor&&) noexcept = default;
+  // Assigns to named tensors only: `p.grad() = g` or `x.view({2, 3}) = y` would rebind a temporary
+  // handle and change nothing, so they do not compile (set_grad() and copy_() do what they say).
+  Tensor& operator=(const Tensor&) & = default;
+  Tensor& operator=(Tensor&&) & noexcept = default;
+  ~Tensor() = default;
 
   // ---- identity and metadata --------------------------------------------------------------
   bool defined() const { return impl_ != nullptr; }
