@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 
 #include "tensor/cuda_runtime.h"
@@ -84,16 +85,23 @@ const CuptiApi* cupti_api(std::string& why) {
   return &api;
 }
 
-// The kernel's name without its parameter list, demangled.
+// The kernel's name, demangled, without its return type and parameter list.
 std::string kernel_name(const char* mangled) {
   if (mangled == nullptr) return "(unnamed kernel)";
   int status = 0;
   char* plain = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
   std::string name = status == 0 && plain != nullptr ? plain : mangled;
   std::free(plain);
-  // Cut "(args...)" at the top level: template arguments keep their own parentheses.
+  if (name.rfind("void ", 0) == 0) name.erase(0, 5);  // a function template's name starts with it
+  // Cut "(args...)" at the top level: template arguments keep their parentheses, and so does
+  // "(anonymous namespace)".
+  static constexpr std::string_view kAnonymous = "(anonymous namespace)";
   int depth = 0;
   for (size_t i = 0; i < name.size(); ++i) {
+    if (name.compare(i, kAnonymous.size(), kAnonymous) == 0) {
+      i += kAnonymous.size() - 1;
+      continue;
+    }
     if (name[i] == '<') ++depth;
     if (name[i] == '>') --depth;
     if (name[i] == '(' && depth == 0 && i > 0) return name.substr(0, i);

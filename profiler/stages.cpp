@@ -61,16 +61,14 @@ Stage stage_of_op(const std::string& op) {
 }
 
 Stage stage_of(const Event& e, const std::string& op) {
+  // Library kernels say what they compute, whichever op launched them (the LM head's products are
+  // matmuls although linear_cross_entropy launches them).
+  const Stage by_name = stage_of_kernel(e.name);
+  if (by_name == Stage::Matmul || by_name == Stage::Attention) return by_name;
   const Stage by_op = stage_of_op(op);
-  if (by_op == Stage::Cast) {
-    // A copy op's kernels are casts when they convert, plain copies otherwise.
-    const Stage by_kernel = stage_of_kernel(e.name);
-    return by_kernel == Stage::Cast ? Stage::Cast : Stage::Memory;
-  }
+  if (by_op == Stage::Cast) return by_name == Stage::Cast ? Stage::Cast : Stage::Memory;  // a copy that converts
   if (by_op != Stage::Other) return by_op;
-  const Stage by_kernel = stage_of_kernel(e.name);
-  if (by_kernel != Stage::Other) return by_kernel;
-  return Stage::Other;
+  return by_name;
 }
 
 std::vector<StageTime> stage_breakdown(const Profile& profile) {

@@ -18,8 +18,9 @@ const char* stage_name(Stage s);
 // The stage of an op, by its name ("linear", "layer_norm", "adam_step_", ...); Other when the name
 // says nothing.
 Stage stage_of_op(const std::string& op);
-// The stage of a piece of device work, by the op that launched or recorded it (`op`, may be empty)
-// and, where the op says nothing, by the kernel's own name.
+// The stage of a piece of device work: a library's matrix product or attention kernel by its name,
+// anything else by the op that launched or recorded it (`op`, may be empty) and, where the op says
+// nothing, by the kernel's own name.
 Stage stage_of(const Event& device_event, const std::string& op);
 
 // Device time per stage over a profile, in microseconds, every stage listed (zeros included).

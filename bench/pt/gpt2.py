@@ -89,7 +89,11 @@ def stage_breakdown(prof, steps):
     """Prints the device time per stage, ms per step, of a torch.profiler run."""
     totals, counts = {s: 0.0 for s in STAGES}, {s: 0 for s in STAGES}
     for e in prof.events():
-        if e.device_type != torch.autograd.DeviceType.CUDA:
+        # Device work only: ranges the profiler draws on the GPU's timeline ("Optimizer.step#AdamW.step")
+        # span kernels that are counted themselves.
+        if e.device_type != torch.autograd.DeviceType.CUDA or getattr(e, "is_user_annotation", False):
+            continue
+        if e.name.startswith("Optimizer.") or e.name.startswith("## "):
             continue
         s = stage_of(e.name)
         totals[s] += e.time_range.elapsed_us() / 1000.0
