@@ -1,38 +1,138 @@
-// Sums down the columns of a row-major [rows, cols] matrix, one 1024-thread block per 32 adjacent
-// columns in one pass: the bias-gradient shape, shared by sum's column kernel and the fused ReLU
-// backward. Each column is summed by 32 threads whose partial sums are added in a fixed order, so
+// Sums down the columns of a row-major [rows, cols] matrix: the bias-gradient shape, shared by
+// sum's column kernel and the fused ReLU backward. A 1024-thread block takes 32 adjacent columns
+// (one warp reads a row segment coalesced) over a chunk of rows; when the column tiles alone are
+// too few blocks to fill the device, the rows are cut into chunks whose partial sums a second pass
+// adds. Every partial is summed in a fixed order and the chunking depends only on the shape, so
 // every run gives the same sums.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
+#include "ops/factory/factory.h"
+#include "ops/reduce/cuda/reduce_access.cuh"
 #include "tensor/cuda/cuda_check.h"
 
 namespace tg::cuda {
 
 inline constexpr int kSumColumns = 32;    // columns per block: one warp reads a row segment coalesced
 inline constexpr int kSumRowGroups = 32;  // threads down each column
+inline constexpr int64_t kSumTargetBlocks = 512;  // enough blocks to fill a large GPU a few times over
 
-// The block shape and grid of a column-sum kernel over `cols` columns.
-inline dim3 column_sum_threads() { return dim3(kSumColumns, kSumRowGroups); }
-inline unsigned column_sum_blocks(int64_t cols) { return blocks_for(cols, kSumColumns); }
+// How the rows of a column sum are cut: `chunks` chunks of `chunk_rows` rows (the last shorter).
+struct ColumnSumChunks {
+  int64_t chunks = 1;
+  int64_t chunk_rows = 0;
+};
 
-// The calling block's share of a column sum: `element(at)` is the Acc value at flat index at = i *
-// cols + j (it may write side outputs there), and store(j, total) receives each column's total.
+// The chunking of a [rows, cols] column sum whose blocks take `tile` columns each: one chunk when
+// the column tiles fill the device, else chunks of at least 4 rows per thread.
+inline ColumnSumChunks column_sum_chunks(int64_t rows, int64_t cols, int64_t tile = kSumColumns) {
+  const int64_t tiles = std::max<int64_t>(1, (cols + tile - 1) / tile);
+  const int64_t by_device = (kSumTargetBlocks + tiles - 1) / tiles;
+  const int64_t by_rows = std::max<int64_t>(1, rows / (8 * kSumRowGroups));
+  const int64_t want = std::max<int64_t>(1, std::min(by_device, by_rows));
+  const int64_t chunk_rows = (rows + want - 1) / want;
+  return {(rows + chunk_rows - 1) / std::max<int64_t>(chunk_rows, 1), std::max<int64_t>(chunk_rows, 1)};
+}
+
+// The calling block's share of a column sum: columns [blockIdx.x * 32, +32) over the rows of chunk
+// blockIdx.y. `element(at)` is the Acc value at flat index at = i * cols + j (it may write side
+// outputs there); each column's total goes to partial[chunk * cols + j], or to store(j, total)
+// when `partial` is null (a single chunk).
 template <typename Acc, typename Element, typename Store>
-__device__ void sum_block_columns(int64_t rows, int64_t cols, Element element, Store store) {
-  __shared__ Acc partial[kSumRowGroups][kSumColumns];
+__device__ void sum_block_columns(int64_t rows, int64_t cols, int64_t chunk_rows, Element element, Store store,
+                                  Acc* partial) {
+  __shared__ Acc sums[kSumRowGroups][kSumColumns];
   const int64_t j = static_cast<int64_t>(blockIdx.x) * kSumColumns + threadIdx.x;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * chunk_rows;
+  const int64_t r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
   Acc sum = 0;
   if (j < cols)
-    for (int64_t i = threadIdx.y; i < rows; i += kSumRowGroups) sum += element(i * cols + j);
-  partial[threadIdx.y][threadIdx.x] = sum;
+    for (int64_t i = r0 + threadIdx.y; i < r1; i += kSumRowGroups) sum += element(i * cols + j);
+  sums[threadIdx.y][threadIdx.x] = sum;
   __syncthreads();
   if (threadIdx.y == 0 && j < cols) {
     Acc total = 0;
-    for (int r = 0; r < kSumRowGroups; ++r) total += partial[r][threadIdx.x];
-    store(j, total);
+    for (int r = 0; r < kSumRowGroups; ++r) total += sums[r][threadIdx.x];
+    if (partial) partial[blockIdx.y * cols + j] = total;
+    else store(j, total);
   }
+}
+
+// sum_block_columns for a contiguous T matrix whose threads each read VEC adjacent columns as one
+// aligned access (cols % VEC == 0, x 16-byte aligned): a block takes 32 * VEC columns.
+template <typename Acc, int VEC, typename T, typename Store>
+__device__ void sum_block_column_vectors(const T* __restrict__ x, int64_t rows, int64_t cols, int64_t chunk_rows,
+                                         Store store, Acc* partial) {
+  struct alignas(sizeof(T) * VEC) Pack {
+    T v[VEC];
+  };
+  __shared__ Acc sums[kSumRowGroups][kSumColumns * VEC];
+  const int64_t j0 = (static_cast<int64_t>(blockIdx.x) * kSumColumns + threadIdx.x) * VEC;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * chunk_rows;
+  const int64_t r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
+  Acc sum[VEC] = {};
+  if (j0 < cols) {
+    for (int64_t i = r0 + threadIdx.y; i < r1; i += kSumRowGroups) {
+      const Pack p = *reinterpret_cast<const Pack*>(x + i * cols + j0);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) sum[k] += static_cast<Acc>(p.v[k]);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) sums[threadIdx.y][threadIdx.x * VEC + k] = sum[k];
+  __syncthreads();
+  // Each of the block's 32 * VEC columns is finished by one thread, rows added in order.
+  const int t = threadIdx.y * kSumColumns + threadIdx.x;
+  if (t >= kSumColumns * VEC) return;
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * kSumColumns * VEC + t;
+  if (j >= cols) return;
+  Acc total = 0;
+  for (int r = 0; r < kSumRowGroups; ++r) total += sums[r][t];
+  if (partial) partial[blockIdx.y * cols + j] = total;
+  else store(j, total);
+}
+
+// store(j, sum over the chunks of partial[chunk * cols + j]): a block of 32 columns x kFinishRows
+// threads, each thread adding every kFinishRows-th chunk in order, then a column's threads in order.
+inline constexpr int kFinishRows = 8;
+
+template <typename Acc, typename Store>
+__global__ void finish_column_sums(const Acc* __restrict__ partial, int64_t chunks, int64_t cols, Store store) {
+  __shared__ Acc sums[kFinishRows][kSumColumns];
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * kSumColumns + threadIdx.x;
+  Acc total = 0;
+  if (j < cols)
+    for (int64_t c = threadIdx.y; c < chunks; c += kFinishRows) total += partial[c * cols + j];
+  sums[threadIdx.y][threadIdx.x] = total;
+  __syncthreads();
+  if (threadIdx.y != 0 || j >= cols) return;
+  for (int r = 1; r < kFinishRows; ++r) total += sums[r][threadIdx.x];
+  store(j, total);
+}
+
+// Runs a column sum of [rows, cols] on the current stream: launch(grid, block, chunk_rows, partial)
+// starts the kernel that calls sum_block_columns (or whose threads take `vec` adjacent columns
+// each: sum_block_column_vectors); partial is null for a single chunk. The chunk totals are then
+// added into store, a functor of (j, Acc) usable on the device.
+template <typename Acc, typename Store, typename Launch>
+void run_column_sum(int64_t rows, int64_t cols, Device device, Store store, Launch&& launch, int vec = 1) {
+  const ColumnSumChunks c = column_sum_chunks(rows, cols, int64_t{kSumColumns} * vec);
+  const dim3 grid(blocks_for(cols, kSumColumns * vec), static_cast<unsigned>(c.chunks));
+  const dim3 block(kSumColumns, kSumRowGroups);
+  if (c.chunks == 1) {
+    launch(grid, block, c.chunk_rows, static_cast<Acc*>(nullptr));
+    TG_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  const Tensor scratch =
+      empty({c.chunks * cols}, {.dtype = sizeof(Acc) == 8 ? kFloat64 : kFloat32, .device = device});
+  launch(grid, block, c.chunk_rows, static_cast<Acc*>(scratch.raw_data()));
+  TG_CUDA_CHECK_LAUNCH();
+  finish_column_sums<Acc><<<blocks_for(cols, kSumColumns), dim3(kSumColumns, kFinishRows), 0, current_stream()>>>(
+      static_cast<const Acc*>(scratch.raw_data()), c.chunks, cols, store);
+  TG_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace tg::cuda

@@ -1,5 +1,6 @@
-// CUDA launchers for sum, mean and var on top of the reduction engine.
+// CUDA launchers for sum and mean on top of the reduction engine.
 #include <algorithm>
+#include <cstdint>
 
 #include "ops/reduce/cuda/column_sum.cuh"
 #include "ops/reduce/cuda/reduce.h"
@@ -10,26 +11,21 @@
 namespace tg::cuda {
 namespace {
 
-// (x - mean[o])^2, the second pass of var.
+// Sums (or means) of the columns of a row-major [rows, cols] matrix (a bias gradient), where the
+// general engine would take a partial pass and a final pass over strided elements.
 template <typename T>
-struct SquaredDeviationLoad {
-  const T* ptr;
-  const T* means;
-  __host__ __device__ T operator()(int64_t off, int64_t o, int64_t) const {
-    const T d = ptr[off] - means[o];
-    return d * d;
-  }
-};
-
-// Sums (or means) of the columns of a row-major [rows, cols] matrix (a bias gradient) in one pass,
-// where the general engine takes a partial pass and a final pass.
-template <typename T>
-__global__ void column_sum_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, T* __restrict__ out,
-                                  acc_type<T> divisor) {
+__global__ void column_sum_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, int64_t chunk_rows,
+                                  detail::ValueStore<T> store, acc_type<T>* partial) {
   using Acc = acc_type<T>;
   sum_block_columns<Acc>(
-      rows, cols, [&](int64_t at) { return static_cast<Acc>(x[at]); },
-      [&](int64_t j, Acc total) { out[j] = static_cast<T>(total / divisor); });
+      rows, cols, chunk_rows, [&](int64_t at) { return static_cast<Acc>(x[at]); }, store, partial);
+}
+
+// column_sum_kernel reading VEC adjacent columns per thread as one aligned access.
+template <typename T, int VEC>
+__global__ void column_sum_vector_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, int64_t chunk_rows,
+                                         detail::ValueStore<T> store, acc_type<T>* partial) {
+  sum_block_column_vectors<acc_type<T>, VEC>(x, rows, cols, chunk_rows, store, partial);
 }
 
 // True when `plan` sums the rows of a row-major matrix: outputs adjacent in memory, one reduced dim
@@ -44,29 +40,30 @@ bool is_column_sum(const ReducePlan& p) {
 void sum_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean) {
   TG_DISPATCH_NUMERIC(out.dtype(), mean ? "mean" : "sum", [&] {
     using acc_t = acc_type<scalar_t>;  // 16-bit floats sum in float
-    if (is_floating_v<scalar_t> && is_column_sum(plan)) {
-      column_sum_kernel<scalar_t><<<column_sum_blocks(plan.n_out), column_sum_threads(), 0, current_stream()>>>(
-          x.data_ptr<scalar_t>(), plan.n_red, plan.n_out, out.data_ptr<scalar_t>(),
-          mean ? static_cast<acc_t>(plan.n_red) : acc_t(1));
-      TG_CUDA_CHECK_LAUNCH();
-      return;
-    }
     const detail::ValueStore<scalar_t> store{out.data_ptr<scalar_t>(), static_cast<acc_t>(plan.n_red), mean};
+    if constexpr (is_floating_v<scalar_t>) {  // integer sums take the engine
+      if (is_column_sum(plan)) {
+        const scalar_t* src = x.data_ptr<scalar_t>();
+        // Rows of 16-byte aligned vectors: each thread reads 16 bytes (at most 8 columns) at a time.
+        constexpr int kVec = std::min<int>(8, static_cast<int>(16 / sizeof(scalar_t)));
+        const bool vectors = plan.n_out % kVec == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+        run_column_sum<acc_t>(
+            plan.n_red, plan.n_out, x.device(), store,
+            [&](dim3 grid, dim3 block, int64_t chunk_rows, acc_t* partial) {
+              if (vectors) {
+                column_sum_vector_kernel<scalar_t, kVec><<<grid, block, 0, current_stream()>>>(
+                    src, plan.n_red, plan.n_out, chunk_rows, store, partial);
+              } else {
+                column_sum_kernel<scalar_t><<<grid, block, 0, current_stream()>>>(src, plan.n_red, plan.n_out,
+                                                                                   chunk_rows, store, partial);
+              }
+            },
+            vectors ? kVec : 1);
+        return;
+      }
+    }
     detail::reduce(plan, acc_t(0), detail::ValueLoad<scalar_t>{x.data_ptr<scalar_t>()}, SumCombine{}, store,
                    x.device());
-  });
-}
-
-void var_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, int64_t correction) {
-  TG_DISPATCH_FLOAT_DOUBLE(x.dtype(), "var", [&] {
-    const scalar_t* src = x.data_ptr<scalar_t>();
-    // Two passes (mean, then squared deviations) avoid the cancellation of E[x^2] - E[x]^2.
-    detail::DeviceBuffer<scalar_t> means(plan.n_out, x.device());
-    detail::reduce(plan, scalar_t(0), detail::ValueLoad<scalar_t>{src}, SumCombine{},
-                   detail::ValueStore<scalar_t>{means.ptr, static_cast<scalar_t>(plan.n_red), true}, x.device());
-    const auto divisor = static_cast<scalar_t>(std::max<int64_t>(0, plan.n_red - correction));
-    detail::reduce(plan, scalar_t(0), SquaredDeviationLoad<scalar_t>{src, means.ptr}, SumCombine{},
-                   detail::ValueStore<scalar_t>{out.data_ptr<scalar_t>(), divisor, true}, x.device());
   });
 }
 

@@ -470,6 +470,14 @@ TEST(ReduceCuda, TiesNaNsEmptyAndSumTo) {
   expect_cuda_matches_cpu([](L v) { return sum_to(v[0], {32}); }, {x});
   expect_cuda_matches_cpu([](L v) { return sum(v[0], {}, false, kFloat64); }, {x});
   expect_cuda_matches_cpu([](L v) { return sum(v[0], {1}); }, {arange(60).reshape({3, 20}).to(kInt32)});
+  // Column sums (bias gradients): 16-bit rows read as 16-byte vectors and cut into chunks of rows,
+  // float64 pairs, and a start off the vector alignment (the one-column-per-thread kernel).
+  const Tensor rows16 = random_tensor({3000, 768}, kFloat32).to(kBFloat16);
+  expect_cuda_matches_cpu([](L v) { return sum(v[0], {0}); }, {rows16}, 1e-2, 1e-2);
+  expect_cuda_matches_cpu([](L v) { return mean(v[0], {0}); }, {rows16.to(kFloat16)}, 1e-2, 1e-3);
+  expect_cuda_matches_cpu([](L v) { return sum(v[0], {0}); }, {random_tensor({2000, 96}, kFloat64)}, 1e-9, 1e-9);
+  const Tensor shifted = random_tensor({3000 * 64 + 1}, kFloat32).narrow(0, 1, 3000 * 64).view({3000, 64});
+  expect_cuda_matches_cpu([](L v) { return sum(v[0], {0}); }, {shifted}, 1e-4, 1e-4);
 }
 
 TEST(ReduceCuda, GradientsMatchCpu) {
