@@ -3,6 +3,7 @@
 // table, so an op's math is written once and selected identically on each device.
 #pragma once
 
+#include "ops/core/dispatch_groups.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/elementwise/functors.h"
 #include "ops/elementwise/kernel_units.h"
@@ -121,13 +122,18 @@ void visit_where(DType t, Launch&& launch) {
   TG_DISPATCH_ALL(t, "where", [&] { launch(WhereFn<scalar_t>{}); });
 }
 
-// Element conversion from dtype `from` to dtype `to`.
-template <typename Launch>
+// Element conversion from dtype `from` to dtype `to`, where `to` is floating (kIntoFloating) or
+// bool or an integer: the backends instantiate the two halves of the 7x7 table in two files.
+template <bool kIntoFloating, typename Launch>
 void visit_convert(DType to, DType from, Launch&& launch) {
-  TG_DISPATCH_ALL(to, "copy_", [&] {
-    using To = scalar_t;
+  const auto from_any = [&]<typename To>() {
     TG_DISPATCH_ALL(from, "copy_", [&] { launch(ConvertFn<To, scalar_t>{}); });
-  });
+  };
+  if constexpr (kIntoFloating) {
+    TG_DISPATCH_FLOATING(to, "copy_", [&] { from_any.template operator()<scalar_t>(); });
+  } else {
+    TG_DISPATCH_EXACT(to, "copy_", [&] { from_any.template operator()<scalar_t>(); });
+  }
 }
 
 // A constant of dtype `t`.

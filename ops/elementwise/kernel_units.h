@@ -16,9 +16,9 @@ namespace tg {
 
 // add, sub, mul, div | maximum, minimum, pow | the fused gradients.
 enum class BinaryUnit : uint8_t { Arithmetic, Extrema, Gradients };
-// Sign, magnitude and piecewise-linear kinds | exponentials, logarithms, trigonometry, roots |
-// the smooth activations.
-enum class UnaryUnit : uint8_t { Basic, Transcendental, Activation };
+// Sign, magnitude and piecewise-linear kinds | pow and clamp, which take scalar parameters |
+// exponentials, logarithms, trigonometry, roots | the smooth activations.
+enum class UnaryUnit : uint8_t { Basic, Parametric, Transcendental, Activation };
 // eq, ne | lt, le, gt, ge.
 enum class CompareUnit : uint8_t { Equality, Order };
 
@@ -41,6 +41,8 @@ constexpr UnaryUnit unit_of(UnaryKind k) {
     case UnaryKind::Tanh: case UnaryKind::Sigmoid: case UnaryKind::Gelu: case UnaryKind::GeluTanh:
     case UnaryKind::Silu: case UnaryKind::Softplus:
       return UnaryUnit::Activation;
+    case UnaryKind::Pow: case UnaryKind::Clamp:
+      return UnaryUnit::Parametric;
     default:
       return UnaryUnit::Basic;
   }
@@ -83,6 +85,7 @@ template <typename Fn>
 void for_unit(UnaryKind kind, Fn&& fn) {
   switch (unit_of(kind)) {
     case UnaryUnit::Basic: return fn(UnitTag<UnaryUnit::Basic>{});
+    case UnaryUnit::Parametric: return fn(UnitTag<UnaryUnit::Parametric>{});
     case UnaryUnit::Transcendental: return fn(UnitTag<UnaryUnit::Transcendental>{});
     case UnaryUnit::Activation: return fn(UnitTag<UnaryUnit::Activation>{});
   }

@@ -1,14 +1,13 @@
-// CPU kernels of converting copies, fills and where().
+// CPU kernels of converting copies into floating dtypes, and the copy launcher.
 #include "ops/elementwise/cpu/elementwise.h"
 #include "ops/elementwise/cpu/loops.h"
 #include "ops/elementwise/elementwise_select.h"
 
 namespace tg::cpu {
 
-void launch_where(DType compute, const TensorIter& it) { ew::visit_where(compute, Launch{it}); }
-
-void launch_copy(const TensorIter& it) { ew::visit_convert(it.dtypes[0], it.dtypes[1], Launch{it}); }
-
-void launch_fill(const Scalar& value, const TensorIter& it) { ew::visit_fill(it.dtypes[0], value, Launch{it}); }
+void launch_copy(const TensorIter& it) {
+  if (!is_floating(it.dtypes[0])) return launch_copy_into_exact(it);
+  ew::visit_convert<true>(it.dtypes[0], it.dtypes[1], Launch{it});
+}
 
 }  // namespace tg::cpu

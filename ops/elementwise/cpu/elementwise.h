@@ -32,6 +32,8 @@ inline void launch_compare(CompareKind kind, DType compute, const EwParams& p, c
 void launch_where(DType compute, const TensorIter& it);
 // Strided copy converting operand 1's dtype into operand 0's.
 void launch_copy(const TensorIter& it);
+// launch_copy's half for operand 0 of bool or an integer dtype (copy_exact).
+void launch_copy_into_exact(const TensorIter& it);
 // Writes `value` (converted to operand 0's dtype) everywhere.
 void launch_fill(const Scalar& value, const TensorIter& it);
 

@@ -1,4 +1,4 @@
-// CPU kernels of neg, abs, sgn, relu, trunc, pow and clamp: one unit of ops/elementwise/kernel_units.h.
+// CPU kernels of neg, abs, square, sgn, relu and trunc: one unit of ops/elementwise/kernel_units.h.
 #include "ops/elementwise/cpu/elementwise.h"
 #include "ops/elementwise/cpu/loops.h"
 #include "ops/elementwise/elementwise_select.h"

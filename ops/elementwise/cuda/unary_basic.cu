@@ -1,4 +1,4 @@
-// CUDA kernels of neg, abs, sgn, relu, trunc, pow and clamp: one unit of ops/elementwise/kernel_units.h.
+// CUDA kernels of neg, abs, square, sgn, relu and trunc: one unit of ops/elementwise/kernel_units.h.
 #include "ops/elementwise/cuda/elementwise.h"
 #include "ops/elementwise/cuda/loops.cuh"
 #include "ops/elementwise/elementwise_select.h"

@@ -6,10 +6,7 @@
 // scratch comes from the tensor allocator, so the op records into CUDA graphs.
 #include "ops/index/cuda/topk.h"
 
-#include <cub/device/device_radix_sort.cuh>
-#include <cub/device/device_segmented_radix_sort.cuh>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
+#include "ops/index/cuda/radix_sort.h"
 
 #include <algorithm>
 #include <climits>
@@ -91,41 +88,11 @@ __global__ void gather_kernel(const T* x, RowLayout in, int64_t r0, int64_t rows
   }
 }
 
-// Start of segment s in the batch's scratch.
-struct RowStart {
-  int n;
-  __host__ __device__ int operator()(int s) const { return s * n; }
-};
-
 // Scratch of `count` values of U from the tensor allocator (a private pool while recording a graph).
 template <typename U>
 U* scratch(Tensor& keep, int64_t count, Device device) {
   keep = empty({std::max<int64_t>(1, count * static_cast<int64_t>(sizeof(U)))}, {.dtype = kBool, .device = device});
   return static_cast<U*>(keep.raw_data());
-}
-
-// Sorts `count` (key, position) pairs by the key's bits [0, end_bit): one device-wide sort for one
-// segment, else `segments` rows of n. Both are stable, so equal keys keep their positions' order.
-template <typename SortKey>
-void sort_pairs(const SortKey* keys_in, SortKey* keys_out, const int* pos_in, int* pos_out, int64_t count,
-                int64_t segments, int64_t n, int end_bit, Device device, cudaStream_t stream) {
-  Tensor temp;
-  size_t bytes = 0;
-  if (segments == 1) {
-    TG_CUDA_CHECK(
-        cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys_in, keys_out, pos_in, pos_out, count, 0, end_bit, stream));
-    void* t = scratch<char>(temp, static_cast<int64_t>(bytes), device);
-    TG_CUDA_CHECK(
-        cub::DeviceRadixSort::SortPairs(t, bytes, keys_in, keys_out, pos_in, pos_out, count, 0, end_bit, stream));
-    return;
-  }
-  auto starts = thrust::make_transform_iterator(thrust::counting_iterator<int>(0), RowStart{static_cast<int>(n)});
-  const int items = static_cast<int>(count), rows = static_cast<int>(segments);
-  TG_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairs(nullptr, bytes, keys_in, keys_out, pos_in, pos_out, items,
-                                                         rows, starts, starts + 1, 0, end_bit, stream));
-  void* t = scratch<char>(temp, static_cast<int64_t>(bytes), device);
-  TG_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairs(t, bytes, keys_in, keys_out, pos_in, pos_out, items, rows,
-                                                         starts, starts + 1, 0, end_bit, stream));
 }
 
 template <typename T>

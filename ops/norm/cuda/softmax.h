@@ -8,18 +8,21 @@
 
 namespace tg::cuda {
 
-// out = softmax or log_softmax of `a` along `dim` (softmax_forward.cu).
-void softmax_forward_rows(SoftmaxMode mode, const Tensor& a, int64_t dim, Tensor& out);
-// out = the backward mode applied to a and b along `dim` (softmax_backward.cu).
-void softmax_backward_rows(SoftmaxMode mode, const Tensor& a, const Tensor& b, int64_t dim, Tensor& out);
+// Each mode's kernels are instantiated in a file of their own: softmax_forward.cu,
+// log_softmax_forward.cu, softmax_backward.cu and log_softmax_backward.cu.
+void softmax_forward_rows(const Tensor& a, int64_t dim, Tensor& out);
+void log_softmax_forward_rows(const Tensor& a, int64_t dim, Tensor& out);
+void softmax_backward_rows(const Tensor& a, const Tensor& b, int64_t dim, Tensor& out);
+void log_softmax_backward_rows(const Tensor& a, const Tensor& b, int64_t dim, Tensor& out);
 
 // out = mode applied along `dim` (see SoftmaxMode); b is undefined for the forward modes.
 // Inputs may be strided; out is contiguous with the inputs' sizes.
 inline void softmax_rows(SoftmaxMode mode, const Tensor& a, const Tensor& b, int64_t dim, Tensor& out) {
-  if (mode == SoftmaxMode::Softmax || mode == SoftmaxMode::LogSoftmax) {
-    softmax_forward_rows(mode, a, dim, out);
-  } else {
-    softmax_backward_rows(mode, a, b, dim, out);
+  switch (mode) {
+    case SoftmaxMode::Softmax: return softmax_forward_rows(a, dim, out);
+    case SoftmaxMode::LogSoftmax: return log_softmax_forward_rows(a, dim, out);
+    case SoftmaxMode::SoftmaxBackward: return softmax_backward_rows(a, b, dim, out);
+    case SoftmaxMode::LogSoftmaxBackward: return log_softmax_backward_rows(a, b, dim, out);
   }
 }
 

@@ -1,10 +1,10 @@
-// CUDA softmax and log_softmax (ops/norm/cuda/softmax_kernels.cuh).
+// softmax on CUDA (ops/norm/cuda/softmax_kernels.cuh).
 #include "ops/norm/cuda/softmax_kernels.cuh"
 
 namespace tg::cuda {
 
-void softmax_forward_rows(SoftmaxMode mode, const Tensor& a, int64_t dim, Tensor& out) {
-  softmax_detail::rows<SoftmaxMode::Softmax, SoftmaxMode::LogSoftmax>(mode, a, Tensor(), dim, out);
+void softmax_forward_rows(const Tensor& a, int64_t dim, Tensor& out) {
+  softmax_detail::rows<SoftmaxMode::Softmax>(a, Tensor(), dim, out);
 }
 
 }  // namespace tg::cuda

@@ -1,5 +1,6 @@
-// The CUDA kernels of softmax, log_softmax and their backward (softmax_forward.cu and
-// softmax_backward.cu instantiate them): one launch per call in general.
+// The CUDA kernels of softmax, log_softmax and their backward (one file per mode instantiates
+// them: softmax_forward.cu, log_softmax_forward.cu, softmax_backward.cu, log_softmax_backward.cu):
+// one launch per call in general.
 // Rows along the softmax dim are reduced by a warp (short rows) or a block (long rows) with CUB's
 // warp/block reductions, or by one thread each when the dim is not innermost and rows are many
 // (neighbouring rows are then neighbours in memory, so the threads of a warp read coalesced).
@@ -246,15 +247,14 @@ void launch(const RowArgs<T>& args, const Tensor& a, int64_t dim) {
   TG_CUDA_CHECK_LAUNCH();
 }
 
-// Runs softmax_rows for the modes in `Modes` (each file instantiates its own).
-template <SoftmaxMode... Modes>
-void rows(SoftmaxMode mode, const Tensor& a, const Tensor& b, int64_t dim, Tensor& out) {
+// Runs softmax_rows for mode M (each file instantiates its own mode).
+template <SoftmaxMode M>
+void rows(const Tensor& a, const Tensor& b, int64_t dim, Tensor& out) {
   TG_DISPATCH_FLOAT_DOUBLE(a.dtype(), "softmax", [&] {
     const RowArgs<scalar_t> args{a.data_ptr<scalar_t>(), b.defined() ? b.data_ptr<scalar_t>() : nullptr,
                                  out.data_ptr<scalar_t>(), row_geometry(a, dim),
                                  b.defined() ? row_geometry(b, dim) : RowGeometry{}, row_geometry(out, dim)};
-    const bool ran = ((mode == Modes ? (launch<scalar_t, Modes>(args, a, dim), true) : false) || ...);
-    TG_CHECK(ran, "[softmax] internal error: mode ", static_cast<int>(mode), " is not instantiated here");
+    launch<scalar_t, M>(args, a, dim);
   });
 }
 

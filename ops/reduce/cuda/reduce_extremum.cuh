@@ -1,7 +1,10 @@
-// amax and amin on top of the reduction engine, instantiated by reduce_amax.cu and reduce_amin.cu
-// (one file each: every dtype instantiates the engine's kernels and CUB's device-wide reduction).
+// amax and amin on top of the reduction engine. Every dtype instantiates the engine's kernels and,
+// where it reads raw values, CUB's device-wide reduction, so the instances are spread over four
+// files: reduce_amax.cu and reduce_amin.cu hold the floating dtypes and route each call,
+// reduce_amax_exact.cu and reduce_amin_exact.cu hold bool and the integers.
 #pragma once
 
+#include "ops/core/dispatch_groups.h"
 #include "ops/reduce/cuda/reduce.h"
 #include "ops/reduce/cuda/reduce_access.cuh"
 #include "ops/reduce/cuda/reduce_engine.cuh"
@@ -9,19 +12,21 @@
 
 namespace tg::cuda::detail {
 
-// out[o] = max (kMax) or min over the reduced elements of x, NaN propagating.
-template <bool kMax>
+// out[o] = max (kMax) or min over the reduced elements of x (of element type T), NaN propagating.
+template <bool kMax, typename T>
 void extremum_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out) {
-  TG_DISPATCH_ALL(x.dtype(), kMax ? "amax" : "amin", [&] {
-    const ValueLoad<scalar_t> load{x.data_ptr<scalar_t>()};
-    using acc_t = acc_type<scalar_t>;
-    const ValueStore<scalar_t> store{out.data_ptr<scalar_t>(), acc_t(1), false};
-    if constexpr (kMax) {
-      reduce(plan, acc_t(max_identity<scalar_t>()), load, MaxCombine{}, store, x.device());
-    } else {
-      reduce(plan, acc_t(min_identity<scalar_t>()), load, MinCombine{}, store, x.device());
-    }
-  });
+  const ValueLoad<T> load{x.data_ptr<T>()};
+  using acc_t = acc_type<T>;
+  const ValueStore<T> store{out.data_ptr<T>(), acc_t(1), false};
+  if constexpr (kMax) {
+    reduce(plan, acc_t(max_identity<T>()), load, MaxCombine{}, store, x.device());
+  } else {
+    reduce(plan, acc_t(min_identity<T>()), load, MinCombine{}, store, x.device());
+  }
 }
+
+// The instances for bool and the integers (reduce_amax_exact.cu, reduce_amin_exact.cu).
+void amax_reduce_exact(const Tensor& x, const ReducePlan& plan, Tensor& out);
+void amin_reduce_exact(const Tensor& x, const ReducePlan& plan, Tensor& out);
 
 }  // namespace tg::cuda::detail

@@ -1,0 +1,10 @@
+// The backward of log_softmax on CUDA (ops/norm/cuda/softmax_kernels.cuh).
+#include "ops/norm/cuda/softmax_kernels.cuh"
+
+namespace tg::cuda {
+
+void log_softmax_backward_rows(const Tensor& a, const Tensor& b, int64_t dim, Tensor& out) {
+  softmax_detail::rows<SoftmaxMode::LogSoftmaxBackward>(a, b, dim, out);
+}
+
+}  // namespace tg::cuda

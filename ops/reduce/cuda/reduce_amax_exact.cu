@@ -1,0 +1,10 @@
+// amax's instances for bool and the integers (ops/reduce/cuda/reduce_extremum.cuh).
+#include "ops/reduce/cuda/reduce_extremum.cuh"
+
+namespace tg::cuda::detail {
+
+void amax_reduce_exact(const Tensor& x, const ReducePlan& plan, Tensor& out) {
+  TG_DISPATCH_EXACT(x.dtype(), "amax", [&] { extremum_reduce<true, scalar_t>(x, plan, out); });
+}
+
+}  // namespace tg::cuda::detail
