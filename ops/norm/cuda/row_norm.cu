@@ -1,13 +1,15 @@
-// layer_norm's and group_norm's kernels (ops/norm/row_norm.h). The forward and the input gradient take
-// one row per warp when rows are short (four rows a block) and one row per block of eight warps
-// otherwise; a row is read from global memory once per pass, with float32 accumulation for
-// 16-bit and float32 elements and double for float64. The parameters' gradients are column sums
-// over chunks of rows into float scratch, then a finish that sums the chunks.
+// layer_norm's and group_norm's kernels (ops/norm/row_norm.h); layer_norm rows of up to 1024
+// elements take the register-resident kernels of row_norm_vectorized.cu instead. The forward and
+// the input gradient take one row per warp when rows are short (four rows a block) and one row per
+// block of eight warps otherwise; a row is read from global memory once per pass, with float32
+// accumulation for 16-bit and float32 elements and double for float64. The parameters' gradients
+// are column sums over chunks of rows into float scratch, then a finish that sums the chunks.
 #include <algorithm>
 #include <cstdint>
 
 #include "ops/factory/factory.h"
 #include "ops/norm/row_norm.h"
+#include "ops/norm/cuda/row_norm_vectorized.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/device_guard.h"
 #include "tensor/half.h"
@@ -206,6 +208,7 @@ P* ptr_or_null(const Tensor& t) {
 void row_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, const RowNormGeometry& g, const Tensor& y,
                       const Tensor& mean, const Tensor& rstd) {
   if (g.rows() == 0) return;
+  if (row_norm_vectorizable(g, x, {&x, &w, &b, &y})) return row_norm_forward_vectorized(x, w, b, g, y, mean, rstd);
   DeviceGuard guard(y.device().index);
   cudaStream_t stream = current_stream();
   const DType params = row_norm_param_dtype(x, w, b);
@@ -221,6 +224,9 @@ void row_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, const R
 
 void row_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd,
                        const RowNormGeometry& g, const Tensor& gx, const Tensor& gw, const Tensor& gb) {
+  if (gx.defined() && row_norm_vectorizable(g, x, {&gy, &x, &w, &gx, &gw, &gb})) {
+    return row_norm_backward_vectorized(gy, x, w, mean, rstd, g, gx, gw, gb);
+  }
   DeviceGuard guard(gx.device().index);
   cudaStream_t stream = current_stream();
   const DType params = w.defined() ? w.dtype() : row_norm_param_dtype(x, gw, gb);

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "support/test_support.h"
 #include "tapegraph.h"
@@ -148,12 +150,16 @@ TEST(RowNormCuda, MatchesCpuInEveryDtypeAndRowLength) {
   TG_REQUIRE_CUDA();
   const Device cuda{DeviceType::CUDA, 0};
   for (DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
-    for (int64_t cols : {1, 7, 768, 1500, 5000}) {
-      SCOPED_TRACE(std::string(dtype_name(dt)) + " cols " + std::to_string(cols));
+    // Rows of up to 1024 elements, a multiple of 4, take the register-resident kernels (768 and 1024
+    // as several vectors per lane, 64 and 256 as few); the others the general ones. 3000 rows give
+    // every warp of the vectorized backward several rows.
+    for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+             {9, 1}, {9, 7}, {9, 64}, {9, 256}, {9, 768}, {9, 1024}, {9, 1500}, {9, 5000}, {3000, 128}}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " rows " + std::to_string(rows) + " cols " + std::to_string(cols));
       const double tol = dt == kFloat64 ? 1e-10 : (dt == kFloat32 ? 1e-4 : 2e-2);
-      const Tensor x = testing::random_tensor({9, cols}, kFloat32).to(dt);
+      const Tensor x = testing::random_tensor({rows, cols}, kFloat32).to(dt);
       const Tensor w = testing::random_tensor({cols}, kFloat32).to(dt), b = testing::random_tensor({cols}, kFloat32).to(dt);
-      const Tensor g = testing::random_tensor({9, cols}, kFloat32).to(dt);
+      const Tensor g = testing::random_tensor({rows, cols}, kFloat32).to(dt);
       auto run = [&](Device d) {
         Tensor xi = x.to(d).detach().requires_grad_(true), wi = w.to(d).detach().requires_grad_(true),
                bi = b.to(d).detach().requires_grad_(true);
@@ -165,6 +171,24 @@ TEST(RowNormCuda, MatchesCpuInEveryDtypeAndRowLength) {
       for (size_t i = 0; i < c.size(); ++i)
         testing::expect_close(d[i].to(kCPU).to(kFloat64), c[i].to(kFloat64), tol,
                               tol * std::max(1.0, c[i].to(kFloat64).abs().amax().item<double>()));
+    }
+  }
+  // bfloat16 rows with float32 parameters (autocast's layer_norm of a 16-bit input), vectorized.
+  {
+    const Tensor x = testing::random_tensor({40, 96}, kFloat32).to(kBFloat16);
+    const Tensor w = testing::random_tensor({96}, kFloat32), b = testing::random_tensor({96}, kFloat32);
+    const Tensor g = testing::random_tensor({40, 96}, kFloat32).to(kBFloat16);
+    auto run = [&](Device d) {
+      Tensor xi = x.to(d).detach().requires_grad_(true), wi = w.to(d).detach().requires_grad_(true),
+             bi = b.to(d).detach().requires_grad_(true);
+      Tensor y = layer_norm(xi, {96}, wi, bi);
+      y.backward(g.to(d));
+      return TensorList{y, xi.grad(), wi.grad(), bi.grad()};
+    };
+    const TensorList c = run(kCPU), d = run(cuda);
+    for (size_t i = 0; i < c.size(); ++i) {
+      EXPECT_EQ(d[i].dtype(), c[i].dtype());
+      testing::expect_close(d[i].to(kCPU).to(kFloat64), c[i].to(kFloat64), 2e-2, 2e-2);
     }
   }
   const Tensor x = testing::random_tensor({3, 6, 5, 4}, kFloat32);
