@@ -1,9 +1,11 @@
 // CUDA kernels of linear_cross_entropy's per-row steps. The forward reads each row of logits once
-// (a running maximum rescales the running sum), so a 50k-class row costs one pass, not two.
+// (a running maximum rescales the running sum), so a 50k-class row costs one pass, not two; rows
+// whose starts are 16-byte aligned are read (and, backward, written) in 16-byte packs.
 #include "ops/loss/cuda/linear_cross_entropy.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "tensor/cuda/cuda_check.h"
@@ -14,6 +16,21 @@ namespace tg::cuda {
 namespace {
 
 constexpr int kRowThreads = 256;
+
+// VEC elements of T as one aligned 16-byte access.
+template <typename T, int VEC>
+struct alignas(sizeof(T) * VEC) Pack {
+  T v[VEC];
+};
+
+// Elements per 16-byte pack of T, or 1 when rows of `classes` elements at `base` cannot be read in
+// packs (a row start off the pack alignment).
+template <typename T>
+int pack_width(const void* base, int64_t classes) {
+  constexpr int kVec = static_cast<int>(16 / sizeof(T));
+  const bool aligned = reinterpret_cast<uintptr_t>(base) % 16 == 0 && classes % kVec == 0;
+  return aligned ? kVec : 1;
+}
 
 // Merges the partial log-sum-exp (m2, s2) (max, sum of exp(x - max)) into (m, s); an empty part
 // has m = -inf. NaN propagates.
@@ -34,15 +51,38 @@ __device__ __forceinline__ void merge_lse(A& m, A& s, A m2, A s2) {
 
 // One block per row: lse[r] and loss[r] = lse[r] - logits[r, t] (0 for an ignored row, NaN and a
 // reported error for a target out of range).
-template <typename T, typename A>
+// With VEC > 1 the row is read in packs of VEC elements: each pack's maximum and sum of
+// exp(x - maximum) merge into the running pair at once (an element equal to the maximum counts
+// exactly 1, so a lone +inf gives +inf as the one-element merge does; a pack of -inf adds nothing).
+template <typename T, typename A, int VEC>
 __global__ void __launch_bounds__(kRowThreads)
     lse_rows_kernel(const T* __restrict__ logits, int64_t classes, const int64_t* __restrict__ target,
                     int64_t target_stride, int64_t ignore_index, int64_t first_row, A* __restrict__ lse,
                     A* __restrict__ loss, DeviceErrorRecord* error) {
+  constexpr A kNegInf = -std::numeric_limits<A>::infinity();
   const int64_t r = blockIdx.x;
   const T* row = logits + r * classes;
-  A m = -std::numeric_limits<A>::infinity(), s = 0;
-  for (int64_t c = threadIdx.x; c < classes; c += kRowThreads) merge_lse(m, s, static_cast<A>(row[c]), A(1));
+  A m = kNegInf, s = 0;
+  if constexpr (VEC == 1) {
+    for (int64_t c = threadIdx.x; c < classes; c += kRowThreads) merge_lse(m, s, static_cast<A>(row[c]), A(1));
+  } else {
+    const auto* packs = reinterpret_cast<const Pack<T, VEC>*>(row);
+    for (int64_t v = threadIdx.x; v < classes / VEC; v += kRowThreads) {
+      const Pack<T, VEC> pack = packs[v];
+      A x[VEC];
+      A pm = kNegInf;
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        x[k] = static_cast<A>(pack.v[k]);
+        if (x[k] > pm || x[k] != x[k]) pm = x[k];
+      }
+      if (pm == kNegInf) continue;
+      A ps = 0;
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) ps += x[k] == pm ? A(1) : exp(x[k] - pm);
+      merge_lse(m, s, pm, ps);
+    }
+  }
   for (int o = 16; o > 0; o /= 2) {
     const A m2 = __shfl_xor_sync(0xffffffffu, m, o);
     const A s2 = __shfl_xor_sync(0xffffffffu, s, o);
@@ -72,27 +112,34 @@ __global__ void __launch_bounds__(kRowThreads)
 
 // logits[r, c] = (exp(logits[r, c] - lse[r]) - (c == t)) * grad[r], 0 on ignored rows. Rows along
 // the grid's y, columns along x (no 64-bit division per element).
-template <typename T, typename A>
+// With VEC > 1 each thread rewrites whole packs of VEC elements.
+template <typename T, typename A, int VEC>
 __global__ void softmax_grad_kernel(T* __restrict__ logits, int64_t rows, int64_t classes, const A* __restrict__ lse,
                                     const int64_t* __restrict__ target, int64_t target_stride, int64_t ignore_index,
                                     const A* __restrict__ grad, int64_t grad_stride, int64_t first_row,
                                     DeviceErrorRecord* error) {
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t v0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-    T* row = logits + r * classes;
+    auto* packs = reinterpret_cast<Pack<T, VEC>*>(logits + r * classes);
     const int64_t t = target[r * target_stride];
-    if (t == ignore_index) {
-      for (int64_t c = c0; c < classes; c += step) row[c] = static_cast<T>(A(0));
-    } else if (t < 0 || t >= classes) {
-      if (c0 == 0) report_device_error(error, DeviceErrorOp::LinearCrossEntropyBackward, t, classes, 0, first_row + r);
-      for (int64_t c = c0; c < classes; c += step) row[c] = static_cast<T>(std::numeric_limits<A>::quiet_NaN());
-    } else {
-      const A l = lse[r], g = grad[r * grad_stride];
-      for (int64_t c = c0; c < classes; c += step) {
-        const A p = exp(static_cast<A>(row[c]) - l);
-        row[c] = static_cast<T>((p - (c == t ? A(1) : A(0))) * g);
+    A l = 0, g = 0, fill = 0;
+    const bool valid = t != ignore_index && t >= 0 && t < classes;
+    if (valid) {
+      l = lse[r];
+      g = grad[r * grad_stride];
+    } else if (t != ignore_index) {
+      if (v0 == 0) report_device_error(error, DeviceErrorOp::LinearCrossEntropyBackward, t, classes, 0, first_row + r);
+      fill = std::numeric_limits<A>::quiet_NaN();
+    }
+    for (int64_t v = v0; v < classes / VEC; v += step) {
+      Pack<T, VEC> pack = packs[v];
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        const int64_t c = v * VEC + k;
+        pack.v[k] = static_cast<T>(valid ? (exp(static_cast<A>(pack.v[k]) - l) - (c == t ? A(1) : A(0))) * g : fill);
       }
+      packs[v] = pack;
     }
   }
 }
@@ -106,9 +153,14 @@ void linear_cross_entropy_rows_forward(const Tensor& logits, const Tensor& targe
   DeviceErrorRecord* error = device_error_record(logits.device().index);
   TG_DISPATCH_FLOATING(logits.dtype(), "linear_cross_entropy", [&] {
     using A = acc_type<scalar_t>;
-    lse_rows_kernel<scalar_t, A><<<static_cast<unsigned>(rows), kRowThreads, 0, current_stream()>>>(
-        logits.data_ptr<scalar_t>(), classes, target.data_ptr<int64_t>(), target.stride(0), ignore_index, first_row,
-        lse.data_ptr<A>(), loss.data_ptr<A>(), error);
+    auto launch = [&]<int VEC>() {
+      lse_rows_kernel<scalar_t, A, VEC><<<static_cast<unsigned>(rows), kRowThreads, 0, current_stream()>>>(
+          logits.data_ptr<scalar_t>(), classes, target.data_ptr<int64_t>(), target.stride(0), ignore_index, first_row,
+          lse.data_ptr<A>(), loss.data_ptr<A>(), error);
+    };
+    constexpr int kVec = static_cast<int>(16 / sizeof(scalar_t));
+    if (pack_width<scalar_t>(logits.raw_data(), classes) == kVec) launch.template operator()<kVec>();
+    else launch.template operator()<1>();
   });
   TG_CUDA_CHECK_LAUNCH();
 }
@@ -120,13 +172,19 @@ void linear_cross_entropy_rows_backward(const Tensor& logits, const Tensor& lse,
   DeviceErrorRecord* error = device_error_record(logits.device().index);
   const int64_t grad_stride = row_grad.numel() == 1 ? 0 : 1;
   constexpr int kThreads = 256;
-  const dim3 blocks(static_cast<unsigned>(std::min<int64_t>((classes + kThreads - 1) / kThreads, 1024)),
-                    static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
   TG_DISPATCH_FLOATING(logits.dtype(), "linear_cross_entropy_backward", [&] {
     using A = acc_type<scalar_t>;
-    softmax_grad_kernel<scalar_t, A><<<blocks, kThreads, 0, current_stream()>>>(
-        logits.data_ptr<scalar_t>(), rows, classes, lse.data_ptr<A>(), target.data_ptr<int64_t>(), target.stride(0),
-        ignore_index, row_grad.data_ptr<A>(), grad_stride, first_row, error);
+    auto launch = [&]<int VEC>() {
+      const int64_t packs = classes / VEC;
+      const dim3 blocks(static_cast<unsigned>(std::min<int64_t>((packs + kThreads - 1) / kThreads, 1024)),
+                        static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
+      softmax_grad_kernel<scalar_t, A, VEC><<<blocks, kThreads, 0, current_stream()>>>(
+          logits.data_ptr<scalar_t>(), rows, classes, lse.data_ptr<A>(), target.data_ptr<int64_t>(),
+          target.stride(0), ignore_index, row_grad.data_ptr<A>(), grad_stride, first_row, error);
+    };
+    constexpr int kVec = static_cast<int>(16 / sizeof(scalar_t));
+    if (pack_width<scalar_t>(logits.raw_data(), classes) == kVec) launch.template operator()<kVec>();
+    else launch.template operator()<1>();
   });
   TG_CUDA_CHECK_LAUNCH();
 }
