@@ -69,6 +69,13 @@ inline constexpr bool kAlwaysTyped<ConvertFn<To, From>> = true;
 template <typename T>
 inline constexpr bool kAlwaysTyped<FillFn<T>> = true;
 
+// A copy that moves elements unchanged (a conversion to its own dtype): strided launches of it may
+// move whole vectors along a contiguous innermost dim (cat, narrow, transposed layouts).
+template <typename F>
+inline constexpr bool kPlainCopy = false;
+template <typename T>
+inline constexpr bool kPlainCopy<ConvertFn<T, T>> = true;
+
 // ---- a host value bound to one operand of a binary functor ---------------------------------
 
 template <typename F>

@@ -1,5 +1,6 @@
 // The CUDA elementwise launcher: runs a TG_HD functor over a TensorIter on the current stream.
-// Three kernels per functor: a vectorized one (16-byte loads/stores, grid-stride, 64-bit indices) for
+// Three kernels per functor (and, for plain copies, a strided one that moves vectors along a
+// contiguous innermost dim): a vectorized one (16-byte loads/stores, grid-stride, 64-bit indices) for
 // dense aligned operands of the functor's own types, a strided one (an offset calculator over the
 // coalesced dims) for broadcast/transposed/sliced/misaligned operands, and a converting strided one
 // for mixed dtypes. The strided ones index with 32 bits: a launch whose offsets do not fit is cut
@@ -165,6 +166,18 @@ __global__ void strided_kernel(index_t n, F f, Pointers data, DTypes dt, OffsetC
   }
 }
 
+// A plain copy over strided operands whose innermost dim is contiguous: each step moves one
+// aligned vector of VEC elements (calc's innermost dim counts vectors).
+template <int VEC, typename T>
+__global__ void strided_vector_copy_kernel(uint32_t n, Pointers data, OffsetCalc<2, uint32_t> calc) {
+  const uint32_t step = gridDim.x * blockDim.x;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+    uint32_t off[2];
+    calc.get(i, off);
+    *reinterpret_cast<Pack<T, VEC>*>(data.p[0] + off[0]) = *reinterpret_cast<const Pack<T, VEC>*>(data.p[1] + off[1]);
+  }
+}
+
 // Waves of resident blocks a grid-stride launch may span. Measured on an H200 (64M-float add):
 // one wave reached 4.05 TB/s, four 4.2, one block per 256 elements 4.34; many short-lived blocks
 // keep more loads in flight than few long-running ones, so the cap only bounds huge launches.
@@ -303,6 +316,53 @@ void launch_strided(const Operands& ops, const F& f, const ScalarArgs<F>& s, std
   TG_CUDA_CHECK_LAUNCH();
 }
 
+// True when both operands of a copy are contiguous along the innermost dim and every vector of VEC
+// elements of T along it starts aligned (pointers and outer strides).
+template <typename T>
+bool inner_vectors(const Operands& ops, int vec) {
+  if (ops.ndim == 0 || ops.sizes[0] % vec != 0) return false;
+  const auto bytes = static_cast<int64_t>(sizeof(T)) * vec;
+  for (int k = 0; k < 2; ++k) {
+    if (ops.strides[k][0] != static_cast<int64_t>(sizeof(T)) || !aligned(ops.ptrs.p[k], static_cast<size_t>(bytes)))
+      return false;
+    for (int d = 1; d < ops.ndim; ++d)
+      if (ops.strides[k][d] % bytes != 0) return false;
+  }
+  return true;
+}
+
+// A strided plain copy moving 16-, 8- or 4-byte vectors where the layout allows; false otherwise.
+template <typename T>
+bool launch_strided_vector_copy(const Operands& ops) {
+  auto launch = [&]<int VEC>() {
+    OffsetCalc<2, uint32_t> calc;
+    calc.ndim = ops.ndim;
+    for (int d = 0; d < ops.ndim; ++d) {
+      calc.sizes[d] = static_cast<uint32_t>(d == 0 ? ops.sizes[0] / VEC : ops.sizes[d]);
+      for (int k = 0; k < 2; ++k)
+        calc.strides[d][k] = static_cast<uint32_t>(d == 0 ? ops.strides[k][0] * VEC : ops.strides[k][d]);
+    }
+    constexpr auto kernel = &strided_vector_copy_kernel<VEC, T>;
+    const int64_t n = ops.numel / VEC;
+    kernel<<<grid_for<kernel>(n), kThreads, 0, current_stream()>>>(static_cast<uint32_t>(n), ops.ptrs, calc);
+    TG_CUDA_CHECK_LAUNCH();
+  };
+  constexpr int kWide = static_cast<int>(16 / sizeof(T));
+  if constexpr (kWide >= 2) {
+    if (inner_vectors<T>(ops, kWide)) {
+      launch.template operator()<kWide>();
+      return true;
+    }
+  }
+  if constexpr (kWide >= 4) {
+    if (inner_vectors<T>(ops, kWide / 2)) {
+      launch.template operator()<kWide / 2>();
+      return true;
+    }
+  }
+  return false;
+}
+
 // Runs out = f(args...) over `it`, whose operands after the output feed the arguments that `s`
 // does not bind to host values, in order.
 template <typename F>
@@ -321,6 +381,9 @@ void run(const TensorIter& it, const F& f, const ScalarArgs<F>& s) {
     return;
   }
   for_each_32bit_part(ops, [&](const Operands& part) {
+    if constexpr (ew::kPlainCopy<F>) {
+      if (launch_strided_vector_copy<Res<F>>(part)) return;
+    }
     if (typed) {
       launch_strided<false>(part, f, s, Seq{});
     } else if constexpr (!ew::kAlwaysTyped<F>) {

@@ -117,6 +117,22 @@ TEST(Cat, GradientToSkippedAndPromotedInputs) {
   expect_close(b.grad(), full({1, 2}, 2.0));
 }
 
+TEST(CatCuda, PiecesSideBySideMatchCpu) {
+  TG_REQUIRE_CUDA();
+  // Along the last dim each piece is a strided copy with a contiguous innermost dim: whole 16-byte
+  // vectors where the pieces' widths allow (768 bfloat16 or float32 columns), element by element
+  // where they do not (an odd width), and through views (a transposed piece).
+  for (DType dt : {kBFloat16, kFloat32, kFloat64, kInt64, kBool}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor a = random_tensor({64, 768}, kFloat32).to(dt), b = random_tensor({64, 768}, kFloat32).to(dt);
+    const Tensor c = random_tensor({64, 5}, kFloat32).to(dt), d = random_tensor({768, 64}, kFloat32).to(dt);
+    expect_cuda_matches_cpu([](const TensorList& v) { return cat({v[0], v[1], v[0]}, -1); }, {a, b}, 0, 0);
+    expect_cuda_matches_cpu([](const TensorList& v) { return cat({v[0], v[1], v[2]}, 1); }, {a, c, b}, 0, 0);
+    expect_cuda_matches_cpu([](const TensorList& v) { return cat({v[0], v[1].t()}, 1); }, {a, d}, 0, 0);
+    expect_cuda_matches_cpu([](const TensorList& v) { return v[0].narrow(1, 8, 512).contiguous(); }, {a}, 0, 0);
+  }
+}
+
 // ---- index_select / index_add ----------------------------------------------------------------
 
 TEST(IndexSelect, Values) {
