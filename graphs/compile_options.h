@@ -21,6 +21,8 @@ struct CompileOptions {
   int cudagraph_max_recordings = 8;     // recordings per segment (new static addresses) before eager
   bool fuse_epilogues = true;           // fuse linear + relu (cuBLASLt epilogue) and relu grad + bias grad
   bool fuse_elementwise = true;         // fuse chains of elementwise ops on CUDA into generated kernels (NVRTC)
+  bool merge_split_gradients = true;    // sum the gradients of a split's pieces as one cat, not zero-filled copies
+  bool batch_parameter_casts = true;    // cast parameters (and their gradients) with one multi_tensor_cast
   // With fuse_epilogues, on CUDA also fold ReLU gradients and bias gradients into the backward
   // products' cuBLASLt epilogues (DRELU_BGRAD, BGRADB; GELU gradients stay separate kernels). Off by
   // default: on an H100 these epilogue kernels made the mlp_small and mlp_wide steps slower.

@@ -11,10 +11,12 @@
 #include "graphs/cudagraphs/cudagraph_executor.h"
 #include "graphs/cudagraphs/strict_capture.h"
 #include "graphs/logs.h"
+#include "graphs/passes/cast_batching.h"
 #include "graphs/passes/elementwise_fusion.h"
 #include "graphs/passes/epilogue_fusion.h"
 #include "graphs/passes/input_writes.h"
 #include "graphs/passes/schedule_collectives.h"
+#include "graphs/passes/split_gradients.h"
 #include "graphs/passes/stage_cpu_scalars.h"
 #include "graphs/runtime/cudagraph_step.h"
 #include "graphs/runtime/interpreter.h"
@@ -147,6 +149,15 @@ std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const Cal
   p = partition(entry->joint, s.partitioner);
   // Epilogue fusion: linear + activation, and their gradients, into the products' cuBLASLt epilogues.
   if (o.fuse_epilogues) fuse_epilogues(p, entry->joint, o.fuse_gradient_epilogues);
+  // Split gradients: the zero-filled copies of a split's pieces and their sum become one cat (before
+  // elementwise fusion, which would fuse the sum).
+  if (o.merge_split_gradients) merge_split_gradients(p.backward);
+  // Parameter casts: autocast's casts of graph inputs, and of the gradients the backward returns,
+  // batched into one multi_tensor_cast per dtype pair (before elementwise fusion takes casts).
+  if (o.batch_parameter_casts) {
+    batch_parameter_casts(p.forward, /*forward=*/true);
+    batch_parameter_casts(p.backward, /*forward=*/false);
+  }
   // Elementwise fusion: groups of elementwise CUDA ops into generated kernels.
   if (o.fuse_elementwise) fuse_elementwise(p);
   // Scheduling: collectives as early as their inputs allow; after the fusions, which change what a

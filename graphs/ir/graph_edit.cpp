@@ -21,8 +21,15 @@ std::vector<bool> graph_outputs(const Graph& graph) {
 void drop_nodes(Graph& graph, const std::vector<bool>& removed) {
   std::vector<GraphNode> kept;
   kept.reserve(graph.nodes.size());
-  for (size_t i = 0; i < graph.nodes.size(); ++i)
-    if (!removed[i]) kept.push_back(std::move(graph.nodes[i]));
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    if (!removed[i]) {
+      kept.push_back(std::move(graph.nodes[i]));
+      continue;
+    }
+    // What a dropped node computed is computed by nothing now (unless a kept node took it over).
+    for (ValueId o : graph.nodes[i].outputs)
+      if (o >= 0) graph.values[static_cast<size_t>(o)].producer = -1;
+  }
   graph.nodes = std::move(kept);
   for (size_t i = 0; i < graph.nodes.size(); ++i)
     for (ValueId o : graph.nodes[i].outputs)

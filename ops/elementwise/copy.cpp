@@ -1,5 +1,5 @@
-// Copies and conversions: copy_ (broadcast, any dtype, any device), clone, contiguous, to, fill_, zero_.
-// resize_ and set_ live in ops/shape/resize.cpp.
+// Copies and conversions: copy_ (broadcast, any dtype, any device), clone, contiguous, to, fill_, zero_,
+// and the cast of a list of tensors as one op. resize_ and set_ live in ops/shape/resize.cpp.
 #include "ops/elementwise/copy.h"
 
 #include <cstring>
@@ -12,6 +12,7 @@
 
 #ifdef TG_WITH_CUDA
 #include "ops/elementwise/cuda/elementwise.h"
+#include "ops/elementwise/cuda/multi_tensor_cast.h"
 #endif
 
 namespace tg {
@@ -211,7 +212,54 @@ class FillOp final : public Op {
   Scalar value_;
 };
 
+// Every input cast to one dtype on its own device: out[i] = in[i].to(dtype), contiguous. On CUDA the
+// float32 <-> 16-bit casts of contiguous inputs run as one kernel per source dtype.
+class MultiTensorCastOp final : public Op {
+ public:
+  MultiTensorCastOp(DType dtype, size_t count) : dtype_(dtype), count_(count) {}
+  const OpSchema& schema() const override {
+    static const OpSchema s{"multi_tensor_cast", 0, -1, -1};
+    return s;
+  }
+  std::vector<TensorMeta> infer(const TensorList& in) const override {
+    TG_CHECK(in.size() == count_, "[multi_tensor_cast] expected ", count_, " tensors, got ", in.size());
+    std::vector<TensorMeta> out;
+    out.reserve(in.size());
+    for (const Tensor& t : in) out.push_back(contiguous_meta(t.sizes(), dtype_, t.device()));
+    return out;
+  }
+  void eval(const TensorList& in, TensorList& out) const override {
+    std::vector<bool> done(in.size(), false);
+#ifdef TG_WITH_CUDA
+    done = cuda::multi_tensor_cast(in, out);
+#endif
+    for (size_t i = 0; i < in.size(); ++i)
+      if (!done[i]) copy_kernel(out[i], in[i]);
+  }
+  TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override {
+    TensorList g(count_);
+    for (size_t i = 0; i < count_; ++i)
+      if (ctx.needs_input_grad(i) && grads[i].defined()) g[i] = reduce_grad(grads[i], ctx.input_meta(i));
+    return g;
+  }
+  SaveSpec saves() const override { return {.inputs = false}; }
+  std::string attrs() const override {
+    return "dtype=" + std::string(dtype_name(dtype_)) + ", count=" + std::to_string(count_);
+  }
+
+ private:
+  DType dtype_;
+  size_t count_;
+};
+
 }  // namespace
+
+TensorList cast_all(const TensorList& xs, DType dtype) {
+  if (xs.empty()) return {};
+  return dispatch(multi_tensor_cast_op(dtype, xs.size()), xs);
+}
+
+OpPtr multi_tensor_cast_op(DType dtype, size_t count) { return std::make_shared<MultiTensorCastOp>(dtype, count); }
 
 Tensor& copy_(Tensor& dst, const Tensor& src) {
   call_op<CopyOp>({dst, src}, dst.device() != src.device());

@@ -1,6 +1,7 @@
 // Copies, dtype conversion, device transfers and in-place metadata changes.
 #pragma once
 
+#include "ops/core/op.h"
 #include "tensor/tensor.h"
 
 namespace tg {
@@ -13,6 +14,11 @@ Tensor clone(const Tensor& x);
 Tensor contiguous(const Tensor& x);
 // Converts dtype and/or moves to a device; returns x itself when nothing changes.
 Tensor to(const Tensor& x, Device device, DType dtype);
+// Every tensor of xs cast to `dtype` on its own device, as one op (one kernel per source dtype on
+// CUDA): contiguous results, differentiable. Compiled graphs batch parameter casts into it.
+TensorList cast_all(const TensorList& xs, DType dtype);
+// The op of cast_all over `count` tensors, for graph rewrites.
+OpPtr multi_tensor_cast_op(DType dtype, size_t count);
 Tensor& fill_(Tensor& x, Scalar value);
 Tensor& zero_(Tensor& x);
 // Makes x contiguous with the given sizes, growing its storage if needed.

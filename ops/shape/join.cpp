@@ -104,6 +104,8 @@ Tensor cat(const TensorList& tensors, int64_t dim) {
   return call_op<CatOp>(tensors, dim, tensors.size());
 }
 
+OpPtr cat_op(int64_t dim, size_t count) { return std::make_shared<CatOp>(dim, count); }
+
 Tensor stack(const TensorList& tensors, int64_t dim) {
   TG_CHECK(!tensors.empty(), "[stack] stack expects a non-empty TensorList");
   for (size_t i = 1; i < tensors.size(); ++i) {

@@ -1,12 +1,15 @@
 // Joining and gathering: cat, stack, index_select.
 #pragma once
 
+#include "ops/core/op.h"
 #include "tensor/tensor.h"
 
 namespace tg {
 
 // Concatenates along an existing dim (all other sizes must match).
 Tensor cat(const TensorList& tensors, int64_t dim = 0);
+// The op of cat(count tensors, dim), for graph rewrites that build cat nodes.
+OpPtr cat_op(int64_t dim, size_t count);
 // Stacks along a new dim.
 Tensor stack(const TensorList& tensors, int64_t dim = 0);
 // Rows (or slices along `dim`) picked by an int64/int32 index vector.

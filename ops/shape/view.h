@@ -3,6 +3,7 @@
 
 #include <optional>
 
+#include "ops/core/op.h"
 #include "tensor/tensor.h"
 
 namespace tg {
@@ -28,5 +29,14 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
 Tensor t(const Tensor& x);
 // A view with explicit geometry; offset is an absolute storage offset (default: x's own).
 Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides, std::optional<int64_t> offset = {});
+
+// What a slice_backward node computes: zeros of `sizes` with its gradient written at
+// [start:end:step] along dim (the gradient of slice, narrow and split).
+struct SliceBackwardRegion {
+  Shape sizes;
+  int64_t dim = 0, start = 0, end = 0, step = 1;
+};
+// The region of a slice_backward op, or nothing for any other op (for graph rewrites).
+std::optional<SliceBackwardRegion> slice_backward_region(const Op& op);
 
 }  // namespace tg

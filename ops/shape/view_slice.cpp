@@ -124,6 +124,7 @@ class SliceBackwardOp final : public Op {
     return "dim=" + std::to_string(dim_) + ", start=" + std::to_string(start_) + ", end=" + std::to_string(end_) +
            ", step=" + std::to_string(step_);
   }
+  SliceBackwardRegion region() const { return {sizes_, dim_, start_, end_, step_}; }
 
  private:
   Shape sizes_;
@@ -166,6 +167,11 @@ class SelectBackwardOp final : public Op {
 Tensor slice_backward(const Tensor& grad, const Shape& input_sizes, int64_t dim, int64_t start, int64_t end,
                       int64_t step) {
   return call_op<SliceBackwardOp>({grad}, input_sizes, dim, start, end, step);
+}
+
+std::optional<SliceBackwardRegion> slice_backward_region(const Op& op) {
+  if (const auto* s = dynamic_cast<const SliceBackwardOp*>(&op)) return s->region();
+  return std::nullopt;
 }
 
 Tensor select_backward(const Tensor& grad, const Shape& input_sizes, int64_t dim, int64_t index) {

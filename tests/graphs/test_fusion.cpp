@@ -1,6 +1,6 @@
 // Fusions in compiled graphs: linear + relu become one linear_relu (a cuBLASLt epilogue on CUDA; the
-// other epilogues are in test_linear_epilogues); fused and unfused graphs agree with eager mode in
-// values and gradients.
+// other epilogues are in test_linear_epilogues), and the gradients of a split's pieces one cat;
+// fused and unfused graphs agree with eager mode in values and gradients.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +11,7 @@
 #include "graphs/testing/parity.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/linalg/bias_grad.h"
+#include "ops/shape/split.h"
 #include "support/test_support.h"
 
 namespace tg {
@@ -120,6 +121,88 @@ TEST(Fusion, LinearReluOnTheCpu) { expect_fused_and_unfused_match_eager(kCPU, "a
 TEST(Fusion, LinearReluUnderCudaGraphs) {
   TG_REQUIRE_CUDA();
   expect_fused_and_unfused_match_eager(cuda_device(0), "cudagraphs");
+}
+
+// A packed projection split into three pieces that are used unevenly (one piece twice, one
+// through a view): the backward's zero-filled slice copies and their sum become one cat.
+void expect_split_gradients_merged(Device device, const std::string& backend) {
+  auto fn = [](const TensorList& in) {
+    const TensorList qkv = split(matmul(in[0], in[1]), 4, -1);
+    const Tensor y = qkv[0] * qkv[1] + qkv[2].transpose(0, 1).sum({0}).unsqueeze(1) * qkv[0];
+    return TensorList{y.sum()};
+  };
+  Tensor x = randn({6, 5}, {.device = device}).requires_grad_(true);
+  Tensor w = randn({5, 12}, {.device = device}).requires_grad_(true);
+  auto count = [](const std::map<std::string, int>& ops, const std::string& name) {
+    return ops.count(name) ? ops.at(name) : 0;
+  };
+  for (bool merge : {true, false}) {
+    const CompileOptions options{.backend = backend, .merge_split_gradients = merge};
+    testing::expect_compiled_matches_eager(fn, {x, w}, {.compile = options, .rtol = 1e-5, .atol = 1e-6, .calls = 2});
+    Compiled<decltype(fn)> compiled(fn, options);
+    compiled(TensorList{x, w})[0].backward();
+    const auto& bw = compiled.counters().backward_ops;
+    EXPECT_EQ(count(bw, "slice_backward"), merge ? 0 : 3) << backend;
+    EXPECT_EQ(count(bw, "cat"), merge ? 1 : 0) << backend;
+  }
+}
+
+TEST(Fusion, SplitGradientsOnTheCpu) { expect_split_gradients_merged(kCPU, "aot_eager"); }
+
+TEST(Fusion, SplitGradientsUnderCudaGraphs) {
+  TG_REQUIRE_CUDA();
+  expect_split_gradients_merged(cuda_device(0), "cudagraphs");
+}
+
+TEST(Fusion, PartialSplitGradientsKeepTheirSlices) {
+  // Two of three pieces used: the gradients do not tile the dim, so no cat.
+  auto fn = [](const TensorList& in) {
+    const TensorList parts = split(in[0] * 2, 2, 0);
+    return TensorList{(parts[0] * parts[2]).sum()};
+  };
+  Tensor x = randn({6, 3}).requires_grad_(true);
+  testing::expect_compiled_matches_eager(fn, {x}, {.compile = {.backend = "aot_eager"}, .calls = 2});
+  Compiled<decltype(fn)> compiled(fn, {.backend = "aot_eager"});
+  compiled(TensorList{x})[0].backward();
+  const auto& bw = compiled.counters().backward_ops;
+  EXPECT_EQ(bw.count("cat"), 0u);
+  EXPECT_EQ(bw.at("slice_backward"), 2);
+}
+
+// The casts of a function's inputs (autocast's parameter casts) become one multi_tensor_cast in the
+// forward graph, and the casts of the gradients it returns one in the backward graph.
+void expect_parameter_casts_batched(Device device, const std::string& backend) {
+  auto fn = [](const TensorList& in) {
+    const Tensor h = relu(matmul(in[0].to(kBFloat16), in[1].to(kBFloat16)));
+    const Tensor y = matmul(h, in[2].to(kBFloat16)) + in[3].to(kBFloat16);
+    return TensorList{y.to(kFloat32).square().sum()};
+  };
+  const TensorList in{randn({8, 16}, {.device = device}).requires_grad_(true),
+                      randn({16, 32}, {.device = device}).requires_grad_(true),
+                      randn({32, 4}, {.device = device}).requires_grad_(true),
+                      randn({4}, {.device = device}).requires_grad_(true)};
+  auto count = [](const std::map<std::string, int>& ops, const std::string& name) {
+    return ops.count(name) ? ops.at(name) : 0;
+  };
+  for (bool batch : {true, false}) {
+    // Without elementwise fusion, which on CUDA would take the output's cast into a fused kernel.
+    const CompileOptions options{.backend = backend, .fuse_elementwise = false, .batch_parameter_casts = batch};
+    testing::expect_compiled_matches_eager(fn, in, {.compile = options, .rtol = 1e-2, .atol = 1e-2, .calls = 2});
+    Compiled<decltype(fn)> compiled(fn, options);
+    compiled(in)[0].backward();
+    const auto& fw = compiled.counters().forward_ops;
+    const auto& bw = compiled.counters().backward_ops;
+    EXPECT_EQ(count(fw, "multi_tensor_cast"), batch ? 1 : 0) << backend;
+    EXPECT_EQ(count(fw, "_to_copy"), batch ? 1 : 5) << backend;  // the output's cast to float32 stays
+    EXPECT_EQ(count(bw, "multi_tensor_cast"), batch ? 1 : 0) << backend;
+  }
+}
+
+TEST(Fusion, ParameterCastsOnTheCpu) { expect_parameter_casts_batched(kCPU, "aot_eager"); }
+
+TEST(Fusion, ParameterCastsUnderCudaGraphs) {
+  TG_REQUIRE_CUDA();
+  expect_parameter_casts_batched(cuda_device(0), "cudagraphs");
 }
 
 }  // namespace

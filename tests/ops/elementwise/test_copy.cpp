@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/elementwise/copy.h"
 #include "support/test_support.h"
 #include "support/values.h"
 
@@ -252,6 +253,53 @@ TEST(CopyCuda, KernelsMatchCpu) {
   expect_cuda_matches_cpu([](L t) { return t[0].clone(); }, {x});
   expect_cuda_matches_cpu([](L t) { return t[0].t().clone(); }, {x});
   expect_cuda_matches_cpu([](L t) { Tensor c = t[0].clone(); c.zero_(); return c; }, {x});
+}
+
+// The results of cast_all side by side, flattened: one tensor for the checks that take one.
+Tensor cast_all_flat(const TensorList& xs, DType dtype) {
+  TensorList flat;
+  for (const Tensor& y : cast_all(xs, dtype)) flat.push_back(y.flatten());
+  return cat(flat);
+}
+
+// cast_all: each tensor as to(dtype) gives it, in one op; its gradient casts back.
+TEST(CastAll, EqualsEachCastAndGradchecks) {
+  const TensorList xs{random_tensor({3, 4}, kFloat32), random_tensor({5}, kFloat64),
+                      random_tensor({2, 3}, kFloat32).t(), zeros({0, 2})};
+  const TensorList ys = cast_all(xs, kBFloat16);
+  ASSERT_EQ(ys.size(), xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    EXPECT_EQ(ys[i].dtype(), kBFloat16);
+    EXPECT_TRUE(ys[i].is_contiguous());
+    EXPECT_TRUE(equal(ys[i], xs[i].to(kBFloat16)));
+  }
+  EXPECT_TRUE(cast_all({}, kFloat32).empty());
+  // Finite differences in float64 (a cast to float32 would round the perturbation away).
+  expect_gradcheck([](L v) { return cast_all_flat(v, kFloat64); },
+                   {random_tensor({3, 2}, kFloat64, true), random_tensor({4}, kFloat64, true)});
+  // The gradient of a cast comes back in the input's dtype.
+  Tensor a = random_tensor({3}, kFloat32, true), b = random_tensor({2, 2}, kFloat32, true);
+  const TensorList c = cast_all({a, b}, kBFloat16);
+  (c[0].to(kFloat32).sum() * 2.0 + c[1].to(kFloat32).sum() * 3.0).backward();
+  EXPECT_EQ(a.grad().dtype(), kFloat32);
+  EXPECT_TRUE(equal(a.grad(), full({3}, 2.0f)));
+  EXPECT_TRUE(equal(b.grad(), full({2, 2}, 3.0f)));
+}
+
+TEST(CastAllCuda, MatchesCpuForKernelAndFallbackPairs) {
+  TG_REQUIRE_CUDA();
+  // float32 <-> 16-bit pairs of contiguous, aligned, multiple-of-4 tensors take the one kernel (many
+  // chunks for the large one); the others (an odd length, an offset view, float64) the copies.
+  const Tensor big = random_tensor({300000}, kFloat32);
+  const Tensor odd = random_tensor({7, 3}, kFloat32);
+  const Tensor offset = random_tensor({33}, kFloat32).narrow(0, 1, 32);
+  const Tensor wide = random_tensor({4, 4}, kFloat64);
+  for (DType to : {kBFloat16, kFloat16}) {
+    SCOPED_TRACE(dtype_name(to));
+    expect_cuda_matches_cpu([to](L v) { return cast_all_flat(v, to); }, {big, odd, offset, wide}, 0, 0);
+    const TensorList half{big.to(to), odd.to(to), offset.to(to)};
+    expect_cuda_matches_cpu([](L v) { return cast_all_flat(v, kFloat32); }, half, 0, 0);
+  }
 }
 
 }  // namespace

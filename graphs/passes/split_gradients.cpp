@@ -1,0 +1,110 @@
+// See graphs/passes/split_gradients.h.
+#include "graphs/passes/split_gradients.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graphs/ir/graph_edit.h"
+#include "graphs/logs.h"
+#include "ops/elementwise/pointwise.h"
+#include "ops/shape/join.h"
+#include "ops/shape/view.h"
+
+namespace tg::graphs {
+namespace {
+
+// True for a plain two-operand add (a + b, alpha 1).
+bool is_plain_add(const Graph& graph, const GraphNode& n) {
+  if (n.op->name() != "add" || n.inputs.size() != 2 || n.outputs.size() != 1) return false;
+  std::vector<TensorMeta> metas;
+  for (ValueId v : n.inputs) {
+    if (v < 0) return false;
+    metas.push_back(graph.values[static_cast<size_t>(v)].meta);
+  }
+  PointwiseMath math;
+  return n.op->pointwise(metas, math) && math.family == PointwiseFamily::Binary && math.binary == BinaryKind::Add &&
+         math.params.side == ScalarSide::None && math.params.alpha.to<double>() == 1.0;
+}
+
+// One piece of the sum: the slice_backward node that made it.
+struct Piece {
+  int32_t node;
+  SliceBackwardRegion region;
+};
+
+// What the add tree under value v sums, walking adds whose results only their parent add reads;
+// false when a leaf is not a slice_backward read only by the tree. `inner` collects the adds.
+bool collect_pieces(const Graph& graph, const std::vector<std::vector<int32_t>>& readers,
+                    const std::vector<bool>& is_output, ValueId v, bool root, std::vector<Piece>& pieces,
+                    std::vector<int32_t>& inner) {
+  const Value& value = graph.values[static_cast<size_t>(v)];
+  if (value.producer < 0) return false;
+  if (!root && (readers[static_cast<size_t>(v)].size() != 1 || is_output[static_cast<size_t>(v)])) return false;
+  const GraphNode& n = graph.nodes[static_cast<size_t>(value.producer)];
+  if (is_plain_add(graph, n)) {
+    if (!root) inner.push_back(value.producer);
+    return collect_pieces(graph, readers, is_output, n.inputs[0], false, pieces, inner) &&
+           collect_pieces(graph, readers, is_output, n.inputs[1], false, pieces, inner);
+  }
+  if (root) return false;
+  std::optional<SliceBackwardRegion> region = slice_backward_region(*n.op);
+  if (!region || region->step != 1 || n.inputs.size() != 1 || n.inputs[0] < 0) return false;
+  pieces.push_back({value.producer, std::move(*region)});
+  return true;
+}
+
+// True when the pieces share one shape and dim, match the sum's metadata, and (sorted by start)
+// tile [0, size) of the dim.
+bool tiles_dim(const Graph& graph, std::vector<Piece>& pieces, const TensorMeta& sum) {
+  if (pieces.size() < 2) return false;
+  const SliceBackwardRegion& first = pieces[0].region;
+  for (const Piece& p : pieces) {
+    if (p.region.sizes != first.sizes || p.region.dim != first.dim) return false;
+    const GraphNode& n = graph.nodes[static_cast<size_t>(p.node)];
+    if (graph.values[static_cast<size_t>(n.inputs[0])].meta.dtype != sum.dtype) return false;
+  }
+  if (sum.sizes != first.sizes) return false;
+  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.region.start < b.region.start; });
+  int64_t at = 0;
+  for (const Piece& p : pieces) {
+    if (p.region.start != at || p.region.end <= p.region.start) return false;
+    at = p.region.end;
+  }
+  return at == first.sizes[static_cast<size_t>(first.dim)];
+}
+
+}  // namespace
+
+int merge_split_gradients(Graph& graph) {
+  const std::vector<std::vector<int32_t>> readers = readers_of(graph);
+  const std::vector<bool> is_output = graph_outputs(graph);
+  std::vector<bool> removed(graph.nodes.size(), false);
+  int merged = 0;
+  // From the last node back, so that the largest tree is met before the adds inside it.
+  for (auto i = static_cast<int32_t>(graph.nodes.size()) - 1; i >= 0; --i) {
+    GraphNode& root = graph.nodes[static_cast<size_t>(i)];
+    if (removed[static_cast<size_t>(i)] || !is_plain_add(graph, root)) continue;
+    std::vector<Piece> pieces;
+    std::vector<int32_t> inner;
+    if (!collect_pieces(graph, readers, is_output, root.outputs[0], true, pieces, inner)) continue;
+    if (!tiles_dim(graph, pieces, graph.values[static_cast<size_t>(root.outputs[0])].meta)) continue;
+    std::vector<ValueId> grads;
+    for (const Piece& p : pieces) {
+      grads.push_back(graph.nodes[static_cast<size_t>(p.node)].inputs[0]);
+      removed[static_cast<size_t>(p.node)] = true;
+    }
+    for (int32_t n : inner) removed[static_cast<size_t>(n)] = true;
+    root.op = cat_op(pieces[0].region.dim, grads.size());
+    root.inputs = std::move(grads);
+    ++merged;
+  }
+  if (merged > 0) {
+    drop_nodes(graph, removed);
+    log_line("fusion", std::to_string(merged) + " split gradient(s) summed as one cat");
+  }
+  return merged;
+}
+
+}  // namespace tg::graphs
