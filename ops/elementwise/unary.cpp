@@ -205,8 +205,11 @@ EwParams clamp_params(std::optional<Scalar> min, std::optional<Scalar> max) {
 
 Tensor neg(const Tensor& x) { return unary(UnaryKind::Neg, x); }
 Tensor abs(const Tensor& x) { return unary(UnaryKind::Abs, x); }
-// As torch.square (pow(x, 2)): a bool tensor squares into int64.
-Tensor square(const Tensor& x) { return x.dtype() == kBool ? pow(x, 2) : unary(UnaryKind::Square, x); }
+// As torch.square (pow(x, 2)): a bool tensor squares into int64, and CUDA autocast runs it in
+// float32 as it runs pow.
+Tensor square(const Tensor& x) {
+  return x.dtype() == kBool ? pow(x, 2) : unary(UnaryKind::Square, autocast::to_float(x, autocast::kCudaList));
+}
 Tensor sgn(const Tensor& x) { return unary(UnaryKind::Sgn, x); }
 // exp, log, rsqrt, pow and softplus are on PyTorch's CUDA autocast float32 list (not the CPU's).
 Tensor exp(const Tensor& x) { return unary(UnaryKind::Exp, autocast::to_float(x, autocast::kCudaList)); }

@@ -253,7 +253,7 @@ TEST(AutocastFloat32List, CpuAutocastLeavesTheseOpsInBFloat16) {
   const Tensor x = random_tensor({4, 5}, kFloat32, false, 0.5, 2).to(kBFloat16);
   AutocastGuard amp(kCPU, kBFloat16);
   // PyTorch's CPU autocast lists none of them: they run in the input's dtype.
-  for (const Tensor& y : {exp(x), log(x), rsqrt(x), pow(x, 2), pow(x, x), pow(2.0, x), softplus(x), sum(x),
+  for (const Tensor& y : {exp(x), log(x), rsqrt(x), pow(x, 2), square(x), pow(x, x), pow(2.0, x), softplus(x), sum(x),
                           sum(x, {1}), softmax(x, 1), log_softmax(x, 1)})
     EXPECT_EQ(y.dtype(), kBFloat16);
 }
@@ -262,7 +262,7 @@ TEST(AutocastFloat32List, CudaAutocastRunsTheseOpsInFloat32) {
   TG_REQUIRE_CUDA();
   const Tensor x = random_tensor({4, 5}, kFloat32, false, 0.5, 2).to(kBFloat16).to(cuda_device());
   AutocastGuard amp(Device(DeviceType::CUDA), kBFloat16);
-  for (const Tensor& y : {exp(x), log(x), rsqrt(x), pow(x, 2), pow(x, x), pow(2.0, x), softplus(x), sum(x),
+  for (const Tensor& y : {exp(x), log(x), rsqrt(x), pow(x, 2), square(x), pow(x, x), pow(2.0, x), softplus(x), sum(x),
                           sum(x, {1}), softmax(x, 1), log_softmax(x, 1)})
     EXPECT_EQ(y.dtype(), kFloat32);
   EXPECT_EQ(sum(x, {}, false, kBFloat16).dtype(), kBFloat16);  // an asked-for dtype wins
