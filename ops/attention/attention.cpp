@@ -1,5 +1,5 @@
 // SDPA: the fused kernel where fused_attention() takes the operands; otherwise PyTorch's math
-// reference path: scores by a batched matmul, masks, softmax, dropout, and a second matmul. Each
+// reference path: scores by a batched matmul, masks, a safe softmax, dropout, and a second matmul. Each
 // piece traces, captures and differentiates as its own op.
 #include "ops/attention/attention.h"
 
@@ -16,10 +16,23 @@
 #include "ops/linalg/matmul.h"
 #include "ops/norm/softmax.h"
 #include "ops/random/dropout.h"
+#include "ops/reduce/reduce.h"
 #include "ops/shape/view.h"
 #include "tensor/shape.h"
 
 namespace tg {
+namespace {
+
+// softmax over the last dim as PyTorch's math attention takes it since 2.5 (_safe_softmax): a row
+// whose every score is -inf (every key masked) gets zero weights and zero gradients, not NaN. The
+// row's scores are replaced before the softmax too, so its backward never meets the NaN.
+Tensor safe_softmax(const Tensor& scores, const Tensor& neg_inf) {
+  const Tensor masked_row = eq(amax(scores, {-1}, true), neg_inf);
+  const Tensor zero = scalar_tensor(0.0, {.dtype = scores.dtype(), .device = scores.device()});
+  return where(masked_row, zero, softmax(where(masked_row, zero, scores), -1));
+}
+
+}  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& attn_mask_in,
                                     double dropout_p, bool is_causal, std::optional<double> scale) {
@@ -80,7 +93,8 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
       scores = add(scores, attn_mask);
     }
   }
-  Tensor weights = softmax(scores, -1);
+  // Only masks make rows of -inf; without one the plain softmax is PyTorch's result already.
+  Tensor weights = is_causal || attn_mask.defined() ? safe_softmax(scores, neg_inf) : softmax(scores, -1);
   if (dropout_p > 0.0) weights = dropout(weights, dropout_p, true);
   return matmul(weights, v);
 }

@@ -14,6 +14,7 @@ namespace tg {
 namespace {
 
 using testing::expect_close;
+using testing::expect_gradcheck;
 using testing::random_tensor;
 
 TEST(Split, PiecesAreViewsWithTheRequestedSizes) {
@@ -115,6 +116,38 @@ TEST(Attention, CausalMaskEqualsAnExplicitBoolMask) {
   EXPECT_THROW_MSG(scaled_dot_product_attention(q, k, random_tensor({2, 3, 5})), "same sequence length");
   EXPECT_THROW_MSG(scaled_dot_product_attention(q, k, v, keep, 0.0, true), "Explicit attn_mask should not be set");
   EXPECT_THROW_MSG(scaled_dot_product_attention(q, k, v, Tensor(), 1.0), "dropout_p must be in [0, 1), got 1");
+}
+
+// A query whose every key is masked attends to nothing: a zero output row and zero gradients
+// (PyTorch 2.5+'s math path), where a plain softmax gave NaN that reached every gradient.
+TEST(Attention, FullyMaskedRowsGiveZerosAndZeroGradients) {
+  for (DType dt : {kFloat64, kFloat32, kFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor q = random_tensor({2, 3, 4}, kFloat64).to(dt).requires_grad_(true);
+    Tensor k = random_tensor({2, 5, 4}, kFloat64).to(dt).requires_grad_(true);
+    Tensor v = random_tensor({2, 5, 6}, kFloat64).to(dt).requires_grad_(true);
+    // Query 1 of batch 0 sees no key; the others see some.
+    std::vector<int64_t> keep_values(2 * 3 * 5, 1);
+    for (int64_t s = 0; s < 5; ++s) keep_values[static_cast<size_t>(1 * 5 + s)] = 0;
+    keep_values[static_cast<size_t>(2 * 5 + 4)] = 0;
+    const Tensor keep = ne(from_vector(keep_values, {2, 3, 5}), 0);
+    const Tensor out = scaled_dot_product_attention(q, k, v, keep);
+    EXPECT_TRUE(equal(out.select(0, 0).select(0, 1).to(kFloat64), zeros({6}, {.dtype = kFloat64})));
+    out.to(kFloat64).sum().backward();
+    for (const Tensor& g : {q.grad(), k.grad(), v.grad()})
+      EXPECT_TRUE(std::isfinite(g.to(kFloat64).abs().amax().item<double>()));
+    EXPECT_TRUE(equal(q.grad().select(0, 0).select(0, 1).to(kFloat64), zeros({4}, {.dtype = kFloat64})));
+    // The other rows are those of attention without the masked query.
+    const Tensor rest = scaled_dot_product_attention(q.detach().narrow(1, 2, 1), k.detach(), v.detach(),
+                                                     keep.narrow(1, 2, 1));
+    expect_close(out.narrow(1, 2, 1).to(kFloat64), rest.to(kFloat64), 1e-3, 1e-3);
+  }
+  // The same through the gradient checker in float64, with an additive -inf mask making the row.
+  const Tensor bias = where(ne(tril(ones({3, 4}, {.dtype = kInt64}), -1), 0), zeros({}, {.dtype = kFloat64}),
+                            full({}, -INFINITY, {.dtype = kFloat64}));
+  expect_gradcheck([bias](const TensorList& t) { return scaled_dot_product_attention(t[0], t[1], t[2], bias); },
+                   {random_tensor({1, 3, 2}, kFloat64, true), random_tensor({1, 4, 2}, kFloat64, true),
+                    random_tensor({1, 4, 3}, kFloat64, true)});
 }
 
 double sig(double x) { return 1.0 / (1.0 + std::exp(-x)); }
