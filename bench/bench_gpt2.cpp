@@ -2,7 +2,7 @@
 // 12 layers; batch 8 of 1024 tokens; AdamW lr 3e-4, weight decay 0.1), the twin of the anchors'
 // pt_gpt2.py: eager and compiled (the loss as CUDA graphs with cudagraphs, the update as one
 // CompiledStep), fp32 (TF32 off) and bf16 autocast. Reports ms and tokens per second, model FLOPs
-// utilization (6N + 12 L d T FLOPs per token against the GPU's dense peak) and peak device memory.
+// utilization (6N + 12 L d T FLOPs per token, N without the embeddings, against the dense peak) and peak device memory.
 // TG_GPT2_LAYERS, TG_GPT2_BATCH and TG_GPT2_SEQ change the size; TG_GPT2_CHECKPOINT=1 runs each
 // block through tg::checkpoint. activation_MiB is the peak of one step minus what was allocated
 // before its forward (parameters, gradients, optimizer state), for either setting.
@@ -137,10 +137,15 @@ void run(benchmark::State& state, bool compiled, bool bf16) {
     for (int i = warm; i < 5; ++i) step();
     tg::cuda::synchronize();
     bench::time_steps(state, step, 5);
+    // Model FLOPs as PaLM's appendix B counts them: 6 per parameter that multiplies a matrix (the
+    // embeddings' lookups are not products; the LM head is) and 12 * layers * d_model * seq for
+    // attention, per token.
     int64_t params = 0;
-    for (const Tensor& p : model->parameters()) params += p.numel();
+    for (const auto& [name, p] : model->named_parameters())
+      if (name.rfind("wte.", 0) != 0 && name.rfind("wpe.", 0) != 0) params += p.numel();
     const double tokens_per_step = static_cast<double>(batch * seq);
-    const double flops_per_token = 6.0 * static_cast<double>(params) + 12.0 * static_cast<double>(layers * model->config().d_model * seq);
+    const double flops_per_token =
+        6.0 * static_cast<double>(params) + 12.0 * static_cast<double>(layers * model->config().d_model * seq);
     state.counters["tokens_per_s"] = benchmark::Counter(tokens_per_step * 5, benchmark::Counter::kIsIterationInvariantRate);
     state.counters["mfu"] = benchmark::Counter(tokens_per_step * 5 * flops_per_token / (bf16 ? kPeakBf16 : kPeakFp32),
                                                benchmark::Counter::kIsIterationInvariantRate);
