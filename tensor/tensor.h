@@ -7,6 +7,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensor/check.h"
@@ -119,6 +120,12 @@ class Tensor {
   Tensor unsqueeze(int64_t dim) const;
   Tensor expand(const Shape& sizes) const;
   Tensor expand_as(const Tensor& other) const { return expand(other.sizes()); }
+  Tensor view_as(const Tensor& other) const { return view(other.sizes()); }
+  // Pieces of split_size along dim (the last may be shorter), `chunks` near-equal pieces, or every
+  // index along dim (that dim removed): views, as torch.Tensor.split / chunk / unbind.
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  std::vector<Tensor> unbind(int64_t dim = 0) const;
   Tensor permute(const Shape& dims) const;
   Tensor transpose(int64_t dim0, int64_t dim1) const;
   Tensor t() const;
@@ -133,6 +140,8 @@ class Tensor {
   Tensor to(Device device, DType dtype) const;
   Tensor cpu() const { return to(kCPU); }
   Tensor cuda(int index = 0) const { return to(cuda_device(index)); }
+  // This tensor in other's dtype.
+  Tensor type_as(const Tensor& other) const { return to(other.dtype()); }
 
   // ---- in-place ---------------------------------------------------------------------------
   Tensor& copy_(const Tensor& src);
@@ -179,6 +188,7 @@ class Tensor {
   // x * x.
   Tensor square() const;
   Tensor rsqrt() const;
+  Tensor erf() const;
   Tensor trunc() const;
   Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max) const;
   Tensor maximum(const Tensor& other) const;
@@ -215,6 +225,14 @@ class Tensor {
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
   Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  // value where mask (broadcast to this tensor) is true.
+  Tensor masked_fill(const Tensor& mask, Scalar value) const;
+  // The lower (tril) or upper (triu) triangle of the last two dims, the rest zero.
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
+  // (values, int64 indices) of the k largest (or smallest) elements along dim.
+  std::pair<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
 
   // PyTorch-style text, e.g. "tensor([[1., 2.], [3., 4.]])".
   std::string to_string() const;

@@ -263,6 +263,7 @@ Tensor Tensor::gelu(const std::string& approximate) const { return tg::gelu(*thi
 Tensor Tensor::sqrt() const { return tg::sqrt(*this); }
 Tensor Tensor::square() const { return tg::square(*this); }
 Tensor Tensor::rsqrt() const { return tg::rsqrt(*this); }
+Tensor Tensor::erf() const { return tg::erf(*this); }
 Tensor Tensor::trunc() const { return tg::trunc(*this); }
 Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const { return tg::clamp(*this, min, max); }
 

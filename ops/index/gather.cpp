@@ -92,4 +92,6 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   return index_add(x.reshape({-1}), 0, offsets, flat_src).reshape(x.sizes());
 }
 
+Tensor Tensor::gather(int64_t dim, const Tensor& index) const { return tg::gather(*this, dim, index); }
+
 }  // namespace tg

@@ -42,4 +42,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
   return where(mask, scalar_tensor(value, {.dtype = x.dtype(), .device = x.device()}), x);
 }
 
+Tensor Tensor::masked_fill(const Tensor& mask, Scalar value) const { return tg::masked_fill(*this, mask, value); }
+Tensor Tensor::tril(int64_t diagonal) const { return tg::tril(*this, diagonal); }
+Tensor Tensor::triu(int64_t diagonal) const { return tg::triu(*this, diagonal); }
+
 }  // namespace tg

@@ -109,4 +109,8 @@ std::pair<Tensor, Tensor> topk(const Tensor& input, int64_t k, int64_t dim, bool
   return {std::move(out[0]), std::move(out[1])};
 }
 
+std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest, bool sorted) const {
+  return tg::topk(*this, k, dim, largest, sorted);
+}
+
 }  // namespace tg

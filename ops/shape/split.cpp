@@ -72,4 +72,8 @@ TensorList unbind(const Tensor& x, int64_t dim) {
   return out;
 }
 
+TensorList Tensor::split(int64_t split_size, int64_t dim) const { return tg::split(*this, split_size, dim); }
+TensorList Tensor::chunk(int64_t chunks, int64_t dim) const { return tg::chunk(*this, chunks, dim); }
+TensorList Tensor::unbind(int64_t dim) const { return tg::unbind(*this, dim); }
+
 }  // namespace tg
