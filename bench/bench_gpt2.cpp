@@ -2,7 +2,8 @@
 // 12 layers; batch 8 of 1024 tokens; AdamW lr 3e-4, weight decay 0.1), the twin of the anchors'
 // pt_gpt2.py: eager and compiled (the loss as CUDA graphs with cudagraphs, the update as one
 // CompiledStep), fp32 (TF32 off) and bf16 autocast. Reports ms and tokens per second, model FLOPs
-// utilization (6N + 12 L d T FLOPs per token, N without the embeddings, against the dense peak) and peak device memory.
+// utilization (6N + 12 L d T FLOPs per token, N without the embeddings, against the dense peak)
+// and peak device memory.
 // TG_GPT2_LAYERS, TG_GPT2_BATCH and TG_GPT2_SEQ change the size; TG_GPT2_CHECKPOINT=1 runs each
 // block through tg::checkpoint. activation_MiB is the peak of one step minus what was allocated
 // before its forward (parameters, gradients, optimizer state), for either setting.

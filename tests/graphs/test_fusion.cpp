@@ -17,6 +17,11 @@
 namespace tg {
 namespace {
 
+// How many nodes of op `name` a compiled graph holds (its counters' op counts).
+int op_count(const std::map<std::string, int>& ops, const std::string& name) {
+  return ops.count(name) ? ops.at(name) : 0;
+}
+
 TEST(LinearRelu, GradcheckAndErrors) {
   testing::expect_gradcheck([](const TensorList& in) { return linear_relu(in[0], in[1], in[2]); },
                             {testing::random_tensor({4, 3}, kFloat64, true), testing::random_tensor({5, 3}, kFloat64, true),
@@ -104,15 +109,12 @@ void expect_fused_and_unfused_match_eager(Device device, const std::string& back
     testing::expect_compiled_matches_eager(fn, {x, y}, {.compile = {.backend = backend, .fuse_epilogues = fuse},
                                                         .rtol = 1e-4, .atol = 1e-5, .calls = 3});
     // (The backward products' gradient epilogues, off by default, are tested in test_linear_epilogues.)
-    auto count = [](const std::map<std::string, int>& ops, const std::string& name) {
-      return ops.count(name) ? ops.at(name) : 0;
-    };
     const auto& fw = compiled.counters().forward_ops;
-    EXPECT_EQ(count(fw, "linear_relu"), fuse ? 2 : 0) << backend;
-    EXPECT_EQ(count(fw, "relu"), fuse ? 0 : 2) << backend;
+    EXPECT_EQ(op_count(fw, "linear_relu"), fuse ? 2 : 0) << backend;
+    EXPECT_EQ(op_count(fw, "relu"), fuse ? 0 : 2) << backend;
     const auto& bw = compiled.counters().backward_ops;
-    EXPECT_EQ(count(bw, "relu_backward_bias_grad"), fuse ? 2 : 0) << backend;
-    EXPECT_EQ(count(bw, "threshold_backward"), fuse ? 0 : 2) << backend;
+    EXPECT_EQ(op_count(bw, "relu_backward_bias_grad"), fuse ? 2 : 0) << backend;
+    EXPECT_EQ(op_count(bw, "threshold_backward"), fuse ? 0 : 2) << backend;
   }
 }
 
@@ -133,17 +135,14 @@ void expect_split_gradients_merged(Device device, const std::string& backend) {
   };
   Tensor x = randn({6, 5}, {.device = device}).requires_grad_(true);
   Tensor w = randn({5, 12}, {.device = device}).requires_grad_(true);
-  auto count = [](const std::map<std::string, int>& ops, const std::string& name) {
-    return ops.count(name) ? ops.at(name) : 0;
-  };
   for (bool merge : {true, false}) {
     const CompileOptions options{.backend = backend, .merge_split_gradients = merge};
     testing::expect_compiled_matches_eager(fn, {x, w}, {.compile = options, .rtol = 1e-5, .atol = 1e-6, .calls = 2});
     Compiled<decltype(fn)> compiled(fn, options);
     compiled(TensorList{x, w})[0].backward();
     const auto& bw = compiled.counters().backward_ops;
-    EXPECT_EQ(count(bw, "slice_backward"), merge ? 0 : 3) << backend;
-    EXPECT_EQ(count(bw, "cat"), merge ? 1 : 0) << backend;
+    EXPECT_EQ(op_count(bw, "slice_backward"), merge ? 0 : 3) << backend;
+    EXPECT_EQ(op_count(bw, "cat"), merge ? 1 : 0) << backend;
   }
 }
 
@@ -181,9 +180,6 @@ void expect_parameter_casts_batched(Device device, const std::string& backend) {
                       randn({16, 32}, {.device = device}).requires_grad_(true),
                       randn({32, 4}, {.device = device}).requires_grad_(true),
                       randn({4}, {.device = device}).requires_grad_(true)};
-  auto count = [](const std::map<std::string, int>& ops, const std::string& name) {
-    return ops.count(name) ? ops.at(name) : 0;
-  };
   for (bool batch : {true, false}) {
     // Without elementwise fusion, which on CUDA would take the output's cast into a fused kernel.
     const CompileOptions options{.backend = backend, .fuse_elementwise = false, .batch_parameter_casts = batch};
@@ -192,9 +188,9 @@ void expect_parameter_casts_batched(Device device, const std::string& backend) {
     compiled(in)[0].backward();
     const auto& fw = compiled.counters().forward_ops;
     const auto& bw = compiled.counters().backward_ops;
-    EXPECT_EQ(count(fw, "multi_tensor_cast"), batch ? 1 : 0) << backend;
-    EXPECT_EQ(count(fw, "_to_copy"), batch ? 1 : 5) << backend;  // the output's cast to float32 stays
-    EXPECT_EQ(count(bw, "multi_tensor_cast"), batch ? 1 : 0) << backend;
+    EXPECT_EQ(op_count(fw, "multi_tensor_cast"), batch ? 1 : 0) << backend;
+    EXPECT_EQ(op_count(fw, "_to_copy"), batch ? 1 : 5) << backend;  // the output's cast to float32 stays
+    EXPECT_EQ(op_count(bw, "multi_tensor_cast"), batch ? 1 : 0) << backend;
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "ops/core/cuda/tensor_table.cuh"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/device_guard.h"
 #include "tensor/half.h"
@@ -34,12 +35,7 @@ struct alignas(sizeof(T) * kVec) Vec {
 template <typename To, typename From>
 __global__ void __launch_bounds__(kThreads) cast_kernel(const CastTable<To, From> table) {
   const int block = static_cast<int>(blockIdx.x);
-  int lo = 0, hi = table.count - 1;
-  while (lo < hi) {  // the last tensor whose first block is at or before this one
-    const int mid = (lo + hi + 1) / 2;
-    if (table.first_block[mid] <= block) lo = mid;
-    else hi = mid - 1;
-  }
+  const int lo = tensor_of_block(table.first_block, table.count, block);
   const int64_t begin = static_cast<int64_t>(block - table.first_block[lo]) * kChunk;
   const int64_t n = table.numel[lo];
   const int64_t end = begin + kChunk < n ? begin + kChunk : n;

@@ -11,6 +11,7 @@
 #include <map>
 #include <vector>
 
+#include "ops/core/cuda/tensor_table.cuh"
 #include "ops/factory/factory.h"
 #include "tensor/check.h"
 #include "tensor/cuda/cuda_check.h"
@@ -59,12 +60,7 @@ __device__ C block_combine(C v, int ord) {
 template <typename T, typename C>
 __global__ void partial_kernel(const NormTable<T> table, int ord, C* partials) {
   const int block = static_cast<int>(blockIdx.x);
-  int lo = 0, hi = table.count - 1;
-  while (lo < hi) {  // the last tensor whose first chunk is at or before this block
-    const int mid = (lo + hi + 1) / 2;
-    if (table.first_chunk[mid] <= block) lo = mid;
-    else hi = mid - 1;
-  }
+  const int lo = tensor_of_block(table.first_chunk, table.count, block);
   const int64_t begin = static_cast<int64_t>(block - table.first_chunk[lo]) * kChunk;
   const int64_t end = begin + kChunk < table.numel[lo] ? begin + kChunk : table.numel[lo];
   const T* x = table.data[lo];
