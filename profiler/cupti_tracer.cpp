@@ -129,6 +129,17 @@ constexpr CUpti_ActivityKind kKinds[] = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
     CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
 
+// The fields every device activity record (kernel, memcpy, memset) carries, into e.
+template <typename Record>
+void take_device_fields(const Record& r, Event& e) {
+  e.start_ns = static_cast<int64_t>(r.start);
+  e.end_ns = static_cast<int64_t>(r.end);
+  e.device = static_cast<int>(r.deviceId);
+  e.stream = r.streamId;
+  e.correlation = r.correlationId;
+  e.graph_node = r.graphNodeId;
+}
+
 }  // namespace
 
 struct CuptiTracer::State {
@@ -159,24 +170,14 @@ struct CuptiTracer::State {
           const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
           e.kind = EventKind::Kernel;
           e.name = kernel_name(k->name);
-          e.start_ns = static_cast<int64_t>(k->start);
-          e.end_ns = static_cast<int64_t>(k->end);
-          e.device = static_cast<int>(k->deviceId);
-          e.stream = k->streamId;
-          e.correlation = k->correlationId;
-          e.graph_node = k->graphNodeId;
+          take_device_fields(*k, e);
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
           const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
           e.kind = EventKind::Memcpy;
           e.name = memcpy_name(m->copyKind);
-          e.start_ns = static_cast<int64_t>(m->start);
-          e.end_ns = static_cast<int64_t>(m->end);
-          e.device = static_cast<int>(m->deviceId);
-          e.stream = m->streamId;
-          e.correlation = m->correlationId;
-          e.graph_node = m->graphNodeId;
+          take_device_fields(*m, e);
           e.bytes = static_cast<int64_t>(m->bytes);
           break;
         }
@@ -184,12 +185,7 @@ struct CuptiTracer::State {
           const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
           e.kind = EventKind::Memset;
           e.name = "Memset";
-          e.start_ns = static_cast<int64_t>(m->start);
-          e.end_ns = static_cast<int64_t>(m->end);
-          e.device = static_cast<int>(m->deviceId);
-          e.stream = m->streamId;
-          e.correlation = m->correlationId;
-          e.graph_node = m->graphNodeId;
+          take_device_fields(*m, e);
           e.bytes = static_cast<int64_t>(m->bytes);
           break;
         }
