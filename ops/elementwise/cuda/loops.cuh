@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "ops/core/cuda/aligned_vector.cuh"
 #include "ops/elementwise/elementwise.h"
 #include "ops/elementwise/functors.h"
 #include "tensor/cuda/cuda_check.h"
@@ -33,9 +34,7 @@ inline constexpr int kThreads = 256;
 
 // VEC elements of T loaded or stored as one aligned access.
 template <typename T, int VEC>
-struct alignas(sizeof(T) * VEC) Pack {
-  T v[VEC];
-};
+using Pack = AlignedVector<T, VEC>;
 
 struct Pointers {
   char* p[kMaxIterOperands];

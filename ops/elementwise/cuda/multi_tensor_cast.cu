@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "ops/core/cuda/aligned_vector.cuh"
 #include "ops/core/cuda/tensor_table.cuh"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/device_guard.h"
@@ -27,11 +28,6 @@ struct CastTable {
   int count;
 };
 
-template <typename T>
-struct alignas(sizeof(T) * kVec) Vec {
-  T v[kVec];
-};
-
 template <typename To, typename From>
 __global__ void __launch_bounds__(kThreads) cast_kernel(const CastTable<To, From> table) {
   const int block = static_cast<int>(blockIdx.x);
@@ -43,11 +39,11 @@ __global__ void __launch_bounds__(kThreads) cast_kernel(const CastTable<To, From
   To* dst = table.dst[lo];
   // The chunk's whole vectors (numel is a multiple of kVec), then nothing is left over.
   for (int64_t i = begin + int64_t{threadIdx.x} * kVec; i < end; i += int64_t{kThreads} * kVec) {
-    const Vec<From> a = *reinterpret_cast<const Vec<From>*>(src + i);
-    Vec<To> b;
+    const AlignedVector<From, kVec> a = *reinterpret_cast<const AlignedVector<From, kVec>*>(src + i);
+    AlignedVector<To, kVec> b;
 #pragma unroll
     for (int k = 0; k < kVec; ++k) b.v[k] = static_cast<To>(a.v[k]);  // as ConvertFn (copy_) rounds
-    *reinterpret_cast<Vec<To>*>(dst + i) = b;
+    *reinterpret_cast<AlignedVector<To, kVec>*>(dst + i) = b;
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "ops/core/cuda/aligned_vector.cuh"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/device_error.h"
 #include "tensor/half.h"
@@ -16,12 +17,6 @@ namespace tg::cuda {
 namespace {
 
 constexpr int kRowThreads = 256;
-
-// VEC elements of T as one aligned 16-byte access.
-template <typename T, int VEC>
-struct alignas(sizeof(T) * VEC) Pack {
-  T v[VEC];
-};
 
 // Elements per 16-byte pack of T, or 1 when rows of `classes` elements at `base` cannot be read in
 // packs (a row start off the pack alignment).
@@ -66,9 +61,9 @@ __global__ void __launch_bounds__(kRowThreads)
   if constexpr (VEC == 1) {
     for (int64_t c = threadIdx.x; c < classes; c += kRowThreads) merge_lse(m, s, static_cast<A>(row[c]), A(1));
   } else {
-    const auto* packs = reinterpret_cast<const Pack<T, VEC>*>(row);
+    const auto* packs = reinterpret_cast<const AlignedVector<T, VEC>*>(row);
     for (int64_t v = threadIdx.x; v < classes / VEC; v += kRowThreads) {
-      const Pack<T, VEC> pack = packs[v];
+      const AlignedVector<T, VEC> pack = packs[v];
       A x[VEC];
       A pm = kNegInf;
 #pragma unroll
@@ -121,7 +116,7 @@ __global__ void softmax_grad_kernel(T* __restrict__ logits, int64_t rows, int64_
   const int64_t v0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-    auto* packs = reinterpret_cast<Pack<T, VEC>*>(logits + r * classes);
+    auto* packs = reinterpret_cast<AlignedVector<T, VEC>*>(logits + r * classes);
     const int64_t t = target[r * target_stride];
     A l = 0, g = 0, fill = 0;
     const bool valid = t != ignore_index && t >= 0 && t < classes;
@@ -133,7 +128,7 @@ __global__ void softmax_grad_kernel(T* __restrict__ logits, int64_t rows, int64_
       fill = std::numeric_limits<A>::quiet_NaN();
     }
     for (int64_t v = v0; v < classes / VEC; v += step) {
-      Pack<T, VEC> pack = packs[v];
+      AlignedVector<T, VEC> pack = packs[v];
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
         const int64_t c = v * VEC + k;

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "ops/core/cuda/aligned_vector.cuh"
 #include "ops/factory/factory.h"
+#include "ops/reduce/cuda/column_sum.cuh"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/device_guard.h"
 #include "tensor/half.h"
@@ -21,25 +23,20 @@ constexpr int kWarps = 8;        // warps (rows in flight) per block
 constexpr int kMaxCols = 1024;   // 32 lanes x 8 vectors x 4 elements
 constexpr int64_t kMaxBackwardBlocks = 256;  // blocks of the backward, whose partials a finish adds
 
-template <typename T>
-struct alignas(sizeof(T) * kVec) Vec {
-  T v[kVec];
-};
-
 // Loads the 4 elements at p[at..at+3] as floats.
 template <typename T>
 __device__ __forceinline__ void load_vec(const T* p, int64_t at, float (&out)[kVec]) {
-  const Vec<T> pack = *reinterpret_cast<const Vec<T>*>(p + at);
+  const AlignedVector<T, kVec> pack = *reinterpret_cast<const AlignedVector<T, kVec>*>(p + at);
 #pragma unroll
   for (int k = 0; k < kVec; ++k) out[k] = static_cast<float>(pack.v[k]);
 }
 
 template <typename T>
 __device__ __forceinline__ void store_vec(T* p, int64_t at, const float (&in)[kVec]) {
-  Vec<T> pack;
+  AlignedVector<T, kVec> pack;
 #pragma unroll
   for (int k = 0; k < kVec; ++k) pack.v[k] = static_cast<T>(in[k]);
-  *reinterpret_cast<Vec<T>*>(p + at) = pack;
+  *reinterpret_cast<AlignedVector<T, kVec>*>(p + at) = pack;
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -178,33 +175,21 @@ __global__ void __launch_bounds__(32 * kWarps)
   for (int j = threadIdx.x; j < 2 * cols; j += blockDim.x) mine[j] = block_sums[j];
 }
 
-// gw[j] = sum over blocks of partial[block][0][j], gb[j] likewise from [1]: a block of 32 columns x
-// kFinishRows threads, each thread adding every kFinishRows-th block in order, then the threads of a
-// column in order.
-constexpr int kFinishRows = 8;
-
+// The parameters' gradients from the finish pass over partial[block][0 | 1][cols], read as
+// [block][2 * cols]: column j < cols is gw[j], column cols + j is gb[j].
 template <typename W>
-__global__ void finish_params_kernel(const float* __restrict__ partial, int64_t blocks, int cols, W* gw, W* gb) {
-  __shared__ float sw[kFinishRows][32], sb[kFinishRows][32];
-  const int j = blockIdx.x * 32 + threadIdx.x;
-  float tw = 0, tb = 0;
-  if (j < cols) {
-    for (int64_t k = threadIdx.y; k < blocks; k += kFinishRows) {
-      tw += partial[k * 2 * cols + j];
-      tb += partial[k * 2 * cols + cols + j];
+struct ParamStore {
+  W* gw;
+  W* gb;
+  int cols;
+  __device__ void operator()(int64_t j, float total) const {
+    if (j < cols) {
+      if (gw) gw[j] = static_cast<W>(total);
+    } else if (gb) {
+      gb[j - cols] = static_cast<W>(total);
     }
   }
-  sw[threadIdx.y][threadIdx.x] = tw;
-  sb[threadIdx.y][threadIdx.x] = tb;
-  __syncthreads();
-  if (threadIdx.y != 0 || j >= cols) return;
-  for (int r = 1; r < kFinishRows; ++r) {
-    tw += sw[r][threadIdx.x];
-    tb += sb[r][threadIdx.x];
-  }
-  if (gw) gw[j] = static_cast<W>(tw);
-  if (gb) gb[j] = static_cast<W>(tb);
-}
+};
 
 template <typename P>
 P* ptr_or_null(const Tensor& t) {
@@ -227,7 +212,8 @@ void dispatch_vectorized(DType x, DType params, F&& f) {
   switch (x) {
     case DType::Float32: return f.template operator()<float, float>();
     case DType::BFloat16:
-      return params == kFloat32 ? f.template operator()<BFloat16, float>() : f.template operator()<BFloat16, BFloat16>();
+      return params == kFloat32 ? f.template operator()<BFloat16, float>()
+                                : f.template operator()<BFloat16, BFloat16>();
     case DType::Float16:
       return params == kFloat32 ? f.template operator()<Half, float>() : f.template operator()<Half, Half>();
     default: TG_FAIL("[layer_norm] no vectorized kernel for ", dtype_name(x));
@@ -284,8 +270,9 @@ void row_norm_backward_vectorized(const Tensor& gy, const Tensor& x, const Tenso
     });
     TG_CUDA_CHECK_LAUNCH();
     if (!params) return;
-    finish_params_kernel<W><<<blocks_for(cols, 32), dim3(32, kFinishRows), 0, stream>>>(
-        partial.data_ptr<float>(), blocks, cols, ptr_or_null<W>(gw), ptr_or_null<W>(gb));
+    const ParamStore<W> store{ptr_or_null<W>(gw), ptr_or_null<W>(gb), cols};
+    finish_column_sums<float><<<blocks_for(2 * cols, kSumColumns), dim3(kSumColumns, kFinishRows), 0, stream>>>(
+        partial.data_ptr<float>(), blocks, 2 * int64_t{cols}, store);
     TG_CUDA_CHECK_LAUNCH();
   });
 }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "ops/core/cuda/aligned_vector.cuh"
 #include "ops/factory/factory.h"
 #include "ops/reduce/cuda/reduce_access.cuh"
 #include "tensor/cuda/cuda_check.h"
@@ -65,9 +66,6 @@ __device__ void sum_block_columns(int64_t rows, int64_t cols, int64_t chunk_rows
 template <typename Acc, int VEC, typename T, typename Store>
 __device__ void sum_block_column_vectors(const T* __restrict__ x, int64_t rows, int64_t cols, int64_t chunk_rows,
                                          Store store, Acc* partial) {
-  struct alignas(sizeof(T) * VEC) Pack {
-    T v[VEC];
-  };
   __shared__ Acc sums[kSumRowGroups][kSumColumns * VEC];
   const int64_t j0 = (static_cast<int64_t>(blockIdx.x) * kSumColumns + threadIdx.x) * VEC;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * chunk_rows;
@@ -75,7 +73,7 @@ __device__ void sum_block_column_vectors(const T* __restrict__ x, int64_t rows, 
   Acc sum[VEC] = {};
   if (j0 < cols) {
     for (int64_t i = r0 + threadIdx.y; i < r1; i += kSumRowGroups) {
-      const Pack p = *reinterpret_cast<const Pack*>(x + i * cols + j0);
+      const AlignedVector<T, VEC> p = *reinterpret_cast<const AlignedVector<T, VEC>*>(x + i * cols + j0);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) sum[k] += static_cast<Acc>(p.v[k]);
     }
