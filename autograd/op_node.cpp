@@ -41,9 +41,13 @@ OpNode::OpNode(OpPtr op, const TensorList& inputs) : op_(std::move(op)) {
 }
 
 void OpNode::save_inputs(const TensorList& inputs) {
-  if (!op_->saves().inputs) return;
+  const SaveSpec spec = op_->saves();
+  if (!spec.inputs) return;
   saved_inputs_.reserve(inputs.size());
-  for (const Tensor& t : inputs) saved_inputs_.emplace_back(t, false);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i < 32 && (spec.input_mask >> i & 1u)) saved_inputs_.emplace_back(inputs[i], false);
+    else saved_inputs_.emplace_back();
+  }
 }
 
 void OpNode::save_outputs(const TensorList& outputs) {

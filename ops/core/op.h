@@ -47,6 +47,7 @@ struct SaveSpec {
   bool inputs = true;
   bool outputs = false;
   uint32_t output_mask = ~0u;  // with `outputs`: bit i keeps output i (an op's big outputs need not be kept)
+  uint32_t input_mask = ~0u;   // with `inputs`: bit i keeps input i (inputs the backward never reads need not)
 };
 
 class BackwardContext;
