@@ -8,26 +8,10 @@
 
 #include "graphs/ir/graph_edit.h"
 #include "graphs/logs.h"
+#include "graphs/passes/node_patterns.h"
 #include "ops/elementwise/copy.h"
-#include "ops/elementwise/pointwise.h"
 
 namespace tg::graphs {
-namespace {
-
-const TensorMeta& meta_of_value(const Graph& graph, ValueId v) { return graph.values[static_cast<size_t>(v)].meta; }
-
-// True for a dtype-changing cast on one device into a contiguous result.
-bool is_cast(const Graph& graph, const GraphNode& n) {
-  if (n.op->name() != "_to_copy" || n.inputs.size() != 1 || n.outputs.size() != 1 || n.inputs[0] < 0) return false;
-  const TensorMeta& in = meta_of_value(graph, n.inputs[0]);
-  const TensorMeta& out = meta_of_value(graph, n.outputs[0]);
-  PointwiseMath math;
-  if (!n.op->pointwise({in}, math) || math.family != PointwiseFamily::Convert) return false;
-  const bool contiguous = out.strides.empty() || out.strides == contiguous_strides(out.sizes);
-  return in.device == out.device && in.dtype != out.dtype && contiguous && out.offset == 0;
-}
-
-}  // namespace
 
 int batch_parameter_casts(Graph& graph, bool forward) {
   const std::vector<bool> is_output = graph_outputs(graph);
@@ -38,7 +22,7 @@ int batch_parameter_casts(Graph& graph, bool forward) {
   std::map<std::tuple<int, int, std::string>, std::vector<int32_t>> groups;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const GraphNode& n = graph.nodes[i];
-    if (!is_cast(graph, n)) continue;
+    if (!is_dtype_cast(graph, n)) continue;
     // Backward casts move to the last one's place: only those no node reads.
     const auto result = static_cast<size_t>(n.outputs[0]);
     const bool wanted =

@@ -7,6 +7,7 @@
 
 #include "graphs/ir/graph_edit.h"
 #include "graphs/logs.h"
+#include "graphs/passes/node_patterns.h"
 #include "ops/elementwise/pointwise.h"
 #include "ops/linalg/bias_grad.h"
 #include "ops/linalg/linear.h"
@@ -17,8 +18,6 @@ namespace tg::graphs {
 namespace {
 
 bool on_cuda(const Graph& graph, ValueId v) { return graph.values[static_cast<size_t>(v)].meta.device.is_cuda(); }
-
-const TensorMeta& meta_of_value(const Graph& graph, ValueId v) { return graph.values[static_cast<size_t>(v)].meta; }
 
 // The elementwise math of a node; false for ops that are not elementwise.
 bool math_of(const Graph& graph, const GraphNode& n, PointwiseMath& math) {

@@ -8,25 +8,12 @@
 
 #include "graphs/ir/graph_edit.h"
 #include "graphs/logs.h"
-#include "ops/elementwise/pointwise.h"
+#include "graphs/passes/node_patterns.h"
 #include "ops/shape/join.h"
 #include "ops/shape/view.h"
 
 namespace tg::graphs {
 namespace {
-
-// True for a plain two-operand add (a + b, alpha 1).
-bool is_plain_add(const Graph& graph, const GraphNode& n) {
-  if (n.op->name() != "add" || n.inputs.size() != 2 || n.outputs.size() != 1) return false;
-  std::vector<TensorMeta> metas;
-  for (ValueId v : n.inputs) {
-    if (v < 0) return false;
-    metas.push_back(graph.values[static_cast<size_t>(v)].meta);
-  }
-  PointwiseMath math;
-  return n.op->pointwise(metas, math) && math.family == PointwiseFamily::Binary && math.binary == BinaryKind::Add &&
-         math.params.side == ScalarSide::None && math.params.alpha.to<double>() == 1.0;
-}
 
 // One piece of the sum: the slice_backward node that made it.
 struct Piece {
