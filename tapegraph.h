@@ -37,6 +37,7 @@
 #include "ops/linalg/matmul.h"
 #include "ops/loss/linear_cross_entropy.h"
 #include "ops/loss/loss.h"
+#include "ops/norm/add_layer_norm.h"
 #include "ops/norm/norm.h"
 #include "ops/norm/softmax.h"
 #include "ops/random/dropout.h"

@@ -109,6 +109,10 @@ LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine
 
 Tensor LayerNorm::forward(const Tensor& input) { return layer_norm(input, normalized_shape_, weight_, bias_, eps_); }
 
+AddLayerNormResult LayerNorm::forward_add(const Tensor& residual, const Tensor& update, std::optional<DType> out_dtype) {
+  return add_layer_norm(residual, update, normalized_shape_, weight_, bias_, eps_, out_dtype);
+}
+
 std::string LayerNorm::extra_repr() const {
   std::ostringstream s;
   s << "(" ;

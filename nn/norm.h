@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "nn/module.h"
+#include "ops/norm/add_layer_norm.h"
 
 namespace tg::nn {
 
@@ -78,6 +79,10 @@ class LayerNorm : public Module {
   explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true, bool bias = true,
                      TensorOptions options = {});
   Tensor forward(const Tensor& input) override;
+  // residual + update and this norm of the sum as one op (tg::add_layer_norm), the normalized rows
+  // in out_dtype (default: forward's dtype). No forward hooks run.
+  AddLayerNormResult forward_add(const Tensor& residual, const Tensor& update,
+                                 std::optional<DType> out_dtype = std::nullopt);
   std::string type_name() const override { return "LayerNorm"; }
   std::string extra_repr() const override;
   Tensor& weight() { return weight_; }

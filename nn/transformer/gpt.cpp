@@ -5,6 +5,7 @@
 
 #include "autograd/checkpoint.h"
 #include "nn/init.h"
+#include "ops/core/autocast.h"
 #include "ops/attention/attention.h"
 #include "ops/elementwise/unary.h"
 #include "ops/factory/factory.h"
@@ -52,8 +53,12 @@ Tensor GPTBlock::forward(const Tensor& x) {
   Tensor a = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), Tensor(),
                                           train ? config_.dropout : 0.0, /*is_causal=*/true);
   a = out_->forward(a.transpose(1, 2).reshape({b, t, d}));
-  Tensor y = x + (train ? dropout(a, config_.dropout) : a);
-  Tensor m = proj_->forward(gelu(fc_->forward(ln_2_->forward(y)), "tanh"));
+  // The residual add and ln_2 as one op; under autocast its rows come out in the 16 bits fc reads
+  // (autocast never casts float64).
+  const std::optional<DType> fc_dtype =
+      x.dtype() == kFloat64 ? std::nullopt : autocast_dtype(x.device().type);
+  const auto [y, normed] = ln_2_->forward_add(x, train ? dropout(a, config_.dropout) : a, fc_dtype);
+  Tensor m = proj_->forward(gelu(fc_->forward(normed), "tanh"));
   return y + (train ? dropout(m, config_.dropout) : m);
 }
 

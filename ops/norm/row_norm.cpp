@@ -85,6 +85,7 @@ class RowNormOp final : public Op {
   RowNormGeometry g_;
   bool has_weight_, has_bias_;
   TensorList composed_backward(const BackwardContext& ctx, const Tensor& gy) const;
+  friend std::optional<RowNormInfo> tg::row_norm_info(const Op& op);
 };
 
 // Backward: inputs gy, x[, weight], mean, rstd; outputs gx[, grad_weight][, grad_bias].
@@ -133,6 +134,7 @@ class RowNormBackwardOp final : public Op {
   RowNormGeometry g_;
   bool has_weight_, weight_grad_, bias_grad_;
   DType param_dtype_;
+  friend std::optional<RowNormBackwardInfo> tg::row_norm_backward_info(const Op& op);
 };
 
 TensorList RowNormOp::backward(const BackwardContext& ctx, const TensorList& grads) const {
@@ -160,33 +162,19 @@ TensorList RowNormOp::backward(const BackwardContext& ctx, const TensorList& gra
 }
 
 // The same gradients with differentiable tg ops (create_graph), in the statistics' dtype.
-TensorList RowNormOp::composed_backward(const BackwardContext& ctx, const Tensor& gy_in) const {
+TensorList RowNormOp::composed_backward(const BackwardContext& ctx, const Tensor& gy) const {
   const size_t n_in = 1 + (has_weight_ ? 1 : 0) + (has_bias_ ? 1 : 0);
-  TensorList result(n_in);
-  const Tensor x_in = ctx.input(0);
-  const DType acc = stat_dtype(x_in.dtype());
-  const Shape view4{g_.outer, g_.groups, g_.channels, g_.inner};
-  const Shape param4{1, g_.groups, g_.channels, 1};
-  const Tensor x = to(x_in, x_in.device(), acc).reshape(view4);
-  const Tensor gy = to(gy_in, gy_in.device(), acc).reshape(view4);
-  const double n = static_cast<double>(g_.cols());
-  const Tensor centered = sub(x, mean(x, {2, 3}, true));
-  const Tensor rstd = rsqrt(add(mean(mul(centered, centered), {2, 3}, true), g_.eps));
-  const Tensor xhat = mul(centered, rstd);
-  Tensor wg = gy;
-  if (has_weight_) wg = mul(gy, to(ctx.input(1), x_in.device(), acc).reshape(param4));
-  if (ctx.needs_input_grad(0)) {
-    const Tensor inner = sub(sub(wg, div(sum(wg, {2, 3}, true), n)), mul(xhat, div(sum(mul(wg, xhat), {2, 3}, true), n)));
-    result[0] = to(mul(rstd, inner), x_in.device(), x_in.dtype()).reshape(x_in.sizes());
-  }
-  if (has_weight_ && ctx.needs_input_grad(1)) {
-    const TensorMeta& m = ctx.input_meta(1);
-    result[1] = to(sum(mul(gy, xhat), {0, 3}), x_in.device(), m.dtype).reshape(m.sizes);
-  }
   const size_t bias_at = has_weight_ ? 2 : 1;
-  if (has_bias_ && ctx.needs_input_grad(bias_at)) {
+  const bool weight_grad = has_weight_ && ctx.needs_input_grad(1);
+  const bool bias_grad = has_bias_ && ctx.needs_input_grad(bias_at);
+  const RowNormGrads g = row_norm_grads_composed(ctx.input(0), has_weight_ ? ctx.input(1) : Tensor(), gy, g_,
+                                                 ctx.needs_input_grad(0), weight_grad, bias_grad);
+  TensorList result(n_in);
+  result[0] = g.input;
+  if (weight_grad) result[1] = to(g.weight, g.weight.device(), ctx.input_meta(1).dtype).reshape(ctx.input_meta(1).sizes);
+  if (bias_grad) {
     const TensorMeta& m = ctx.input_meta(bias_at);
-    result[bias_at] = to(sum(gy, {0, 3}), x_in.device(), m.dtype).reshape(m.sizes);
+    result[bias_at] = to(g.bias, g.bias.device(), m.dtype).reshape(m.sizes);
   }
   return result;
 }
@@ -289,6 +277,44 @@ void cpu_row_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& w, c
       backward_cpu<T, W, float>(gy.data_ptr<T>(), x.data_ptr<T>(), ptr_or_null<W>(w), mean.data_ptr<float>(),
                                 rstd.data_ptr<float>(), g, ptr_or_null<T>(gx), ptr_or_null<W>(gw), ptr_or_null<W>(gb));
   });
+}
+
+std::optional<RowNormInfo> row_norm_info(const Op& op) {
+  const auto* norm = dynamic_cast<const RowNormOp*>(&op);
+  if (norm == nullptr) return std::nullopt;
+  return RowNormInfo{std::string(norm->schema_.name), norm->g_, norm->has_weight_, norm->has_bias_};
+}
+
+std::optional<RowNormBackwardInfo> row_norm_backward_info(const Op& op) {
+  const auto* norm = dynamic_cast<const RowNormBackwardOp*>(&op);
+  if (norm == nullptr) return std::nullopt;
+  return RowNormBackwardInfo{std::string(norm->schema_.name), norm->g_, norm->has_weight_, norm->weight_grad_,
+                             norm->bias_grad_, norm->param_dtype_};
+}
+
+RowNormGrads row_norm_grads_composed(const Tensor& x_in, const Tensor& w, const Tensor& gy_in,
+                                     const RowNormGeometry& geometry, bool input_grad, bool weight_grad,
+                                     bool bias_grad) {
+  RowNormGrads result;
+  const RowNormGeometry& g = geometry;
+  const DType acc = stat_dtype(x_in.dtype());
+  const Shape view4{g.outer, g.groups, g.channels, g.inner};
+  const Shape param4{1, g.groups, g.channels, 1};
+  const Tensor x = to(x_in, x_in.device(), acc).reshape(view4);
+  const Tensor gy = to(gy_in, gy_in.device(), acc).reshape(view4);
+  const double n = static_cast<double>(g.cols());
+  const Tensor centered = sub(x, mean(x, {2, 3}, true));
+  const Tensor rstd = rsqrt(add(mean(mul(centered, centered), {2, 3}, true), g.eps));
+  const Tensor xhat = mul(centered, rstd);
+  Tensor wg = gy;
+  if (w.defined()) wg = mul(gy, to(w, x_in.device(), acc).reshape(param4));
+  if (input_grad) {
+    const Tensor inner = sub(sub(wg, div(sum(wg, {2, 3}, true), n)), mul(xhat, div(sum(mul(wg, xhat), {2, 3}, true), n)));
+    result.input = to(mul(rstd, inner), x_in.device(), x_in.dtype()).reshape(x_in.sizes());
+  }
+  if (weight_grad) result.weight = sum(mul(gy, xhat), {0, 3}).reshape({g.params()});
+  if (bias_grad) result.bias = sum(gy, {0, 3}).reshape({g.params()});
+  return result;
 }
 
 RowNormResult row_norm(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,

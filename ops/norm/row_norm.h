@@ -5,9 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "tensor/half.h"
 #include "tensor/hd.h"
+#include "ops/core/op.h"
 #include "tensor/tensor.h"
 
 namespace tg {
@@ -39,6 +42,36 @@ struct RowNormResult {
 // errors and in graphs ("layer_norm", "group_norm").
 RowNormResult row_norm(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
                        const RowNormGeometry& geometry);
+
+// What a row norm's forward node computes, for graph rewrites.
+struct RowNormInfo {
+  std::string name;  // "layer_norm" or "group_norm"
+  RowNormGeometry geometry;
+  bool has_weight = false, has_bias = false;
+};
+// Set when `op` is the forward op of layer_norm or group_norm (inputs x[, weight][, bias]; outputs
+// y, mean, rstd).
+std::optional<RowNormInfo> row_norm_info(const Op& op);
+
+// What a row norm's backward node computes, for graph rewrites (inputs gy, x[, weight], mean, rstd;
+// outputs gx[, grad_weight][, grad_bias]).
+struct RowNormBackwardInfo {
+  std::string name;  // the forward's: "layer_norm" or "group_norm"
+  RowNormGeometry geometry;
+  bool has_weight = false, weight_grad = false, bias_grad = false;
+  DType param_dtype = kFloat32;
+};
+// Set when `op` is the backward op of layer_norm or group_norm.
+std::optional<RowNormBackwardInfo> row_norm_backward_info(const Op& op);
+
+// Gradients of a row norm of x (the input's, and the parameters' as [params] in the statistics'
+// dtype), written with differentiable tg ops: what create_graph backward passes run. `w` may be
+// undefined; only the gradients asked for are computed.
+struct RowNormGrads {
+  Tensor input, weight, bias;
+};
+RowNormGrads row_norm_grads_composed(const Tensor& x, const Tensor& w, const Tensor& gy, const RowNormGeometry& g,
+                                     bool input_grad, bool weight_grad, bool bias_grad);
 
 // Calls f.template operator()<T, W>() for x's element type T and the parameters' type W (T, or
 // float for a 16-bit input with float32 parameters): what the CPU and CUDA kernels dispatch on.

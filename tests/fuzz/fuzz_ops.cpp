@@ -393,6 +393,21 @@ std::vector<FuzzOp> make_ops() {
   ops.back().python = [](const Names& n, const Attrs& a) {
                            return "F.layer_norm(" + n[0] + ", [" + n[0] + ".size(-1)])";
                          };
+  ops.push_back(FuzzOp{"add_layer_norm", 2, false,
+                       [](Rng&, const TensorList& x, Attrs&) {
+                         return floating(x[0]) && floating(x[1]) && x[0].dim() >= 1 && x[0].sizes() == x[1].sizes();
+                       },
+                       [](TensorList& x, const Attrs&) {
+                         const AddLayerNormResult r = add_layer_norm(x[0], x[1], {x[0].size(-1)});
+                         return add(r.normed, r.sum);
+                       },
+                       [](const Names& n, const Attrs&) {
+                         return "[&] { const auto r = add_layer_norm(" + n[0] + ", " + n[1] + ", {" + n[0] +
+                                ".size(-1)}); return add(r.normed, r.sum); }()";
+                       }});
+  ops.back().python = [](const Names& n, const Attrs&) {
+    return "(lambda s: F.layer_norm(s, [s.size(-1)]) + s)(" + n[0] + " + " + n[1] + ")";
+  };
   ops.push_back(FuzzOp{"batch_norm", 1, false,
                        [](Rng&, const TensorList& x, Attrs&) { return floating(x[0]) && x[0].dim() >= 2; },
                        [](TensorList& x, const Attrs&) { return batch_norm(x[0], Tensor(), Tensor(), Tensor(), Tensor(), true); },

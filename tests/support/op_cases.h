@@ -226,6 +226,15 @@ inline std::vector<OpCase> all_op_cases() {
            [](L x) { return layer_norm(x[0], {4}, x[1], x[2]); }, true);
   add_case("layer_norm_two_dims_no_affine", [] { return TensorList{uniform({2, 3, 4})}; },
            [](L x) { return layer_norm(x[0], {3, 4}); });
+  add_case("add_layer_norm",
+           [] { return TensorList{uniform({2, 3, 4}), uniform({2, 3, 4}), uniform({4}), uniform({4})}; },
+           [](L x) {
+             const AddLayerNormResult r = add_layer_norm(x[0], x[1], {4}, x[2], x[3]);
+             return add(r.normed, mul(r.sum, 0.5));
+           },
+           true);
+  add_case("add_layer_norm_normed_only", [] { return TensorList{uniform({3, 8}), uniform({3, 8})}; },
+           [](L x) { return add_layer_norm(x[0], x[1], {8}).normed; }, true);
   add_case("group_norm", [] { return TensorList{uniform({2, 4, 3}), uniform({4}), uniform({4})}; },
            [](L x) { return group_norm(x[0], 2, x[1], x[2]); }, true);
 
