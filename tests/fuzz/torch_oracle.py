@@ -9,7 +9,7 @@ the call (or tapegraph's error). This script runs every program in PyTorch twice
   yardstick  the program at its own dtypes (under torch.autocast for autocast programs). Where this
              PyTorch lacks a kernel (1.13 has no CPU float16 for most ops), the yardstick is the
              float64 program with each statement's result rounded to the dtype tapegraph gave it,
-             forward and backward ("emulated").
+             forward and backward (a view's gradient only: "emulated").
 
 and checks tapegraph against the truth with a tolerance taken from PyTorch's own error:
 
@@ -222,6 +222,11 @@ def run_program(prog, kind, device, autocast, perturb=0):
                 elif not any(_storage_ptr(value) == _storage_ptr(t)
                              for t in ns.values() if isinstance(t, torch.Tensor) and t is not value):
                     ns[st["name"]] = _Round.apply(value, dtype)
+                elif value.requires_grad:
+                    # A view keeps its base's storage, so only its gradient is rounded: a program at
+                    # this dtype holds the gradient of a view in it too (a sum over expanded rows
+                    # adds rounded terms).
+                    value.register_hook(lambda g, dtype=dtype: g.to(dtype).to(g.dtype))
     except Exception as e:  # noqa: BLE001 - any PyTorch error is reported
         if kind == "native" and _is_missing_kernel(e):
             raise MissingKernel(str(e).splitlines()[0])
