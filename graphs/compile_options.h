@@ -23,6 +23,7 @@ struct CompileOptions {
   bool fuse_elementwise = true;         // fuse chains of elementwise ops on CUDA into generated kernels (NVRTC)
   bool merge_split_gradients = true;    // sum the gradients of a split's pieces as one cat, not zero-filled copies
   bool batch_parameter_casts = true;    // cast parameters (and their gradients) with one multi_tensor_cast
+  bool fuse_add_layer_norm = true;      // fold residual adds and casts into layer_norm (both ways) on CUDA
   // With fuse_epilogues, on CUDA also fold ReLU gradients and bias gradients into the backward
   // products' cuBLASLt epilogues (DRELU_BGRAD, BGRADB; GELU gradients stay separate kernels). Off by
   // default: on an H100 these epilogue kernels made the mlp_small and mlp_wide steps slower.

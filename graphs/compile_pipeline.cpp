@@ -15,6 +15,7 @@
 #include "graphs/passes/elementwise_fusion.h"
 #include "graphs/passes/epilogue_fusion.h"
 #include "graphs/passes/input_writes.h"
+#include "graphs/passes/norm_fusion.h"
 #include "graphs/passes/schedule_collectives.h"
 #include "graphs/passes/split_gradients.h"
 #include "graphs/passes/stage_cpu_scalars.h"
@@ -152,6 +153,13 @@ std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const Cal
   // Split gradients: the zero-filled copies of a split's pieces and their sum become one cat (before
   // elementwise fusion, which would fuse the sum).
   if (o.merge_split_gradients) merge_split_gradients(p.backward);
+  // Norm fusion: a residual add and the layer_norm reading its sum (and a cast of its rows) become one
+  // add_layer_norm node, and in the backward the norm's gradient, the residual gradient's sum and its
+  // casts one add_layer_norm_backward (before elementwise fusion, which would take the adds and casts).
+  if (o.fuse_add_layer_norm) {
+    fuse_add_layer_norm(p.forward);
+    fuse_add_layer_norm_backward(p.backward);
+  }
   // Parameter casts: autocast's casts of graph inputs, and of the gradients the backward returns,
   // batched into one multi_tensor_cast per dtype pair (before elementwise fusion takes casts).
   if (o.batch_parameter_casts) {

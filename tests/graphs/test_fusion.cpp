@@ -1,5 +1,6 @@
 // Fusions in compiled graphs: linear + relu become one linear_relu (a cuBLASLt epilogue on CUDA; the
-// other epilogues are in test_linear_epilogues), and the gradients of a split's pieces one cat;
+// other epilogues are in test_linear_epilogues), the gradients of a split's pieces one cat, parameter
+// casts one multi_tensor_cast, residual adds and layer_norm one add_layer_norm;
 // fused and unfused graphs agree with eager mode in values and gradients.
 #include <gtest/gtest.h>
 
@@ -199,6 +200,46 @@ TEST(Fusion, ParameterCastsOnTheCpu) { expect_parameter_casts_batched(kCPU, "aot
 TEST(Fusion, ParameterCastsUnderCudaGraphs) {
   TG_REQUIRE_CUDA();
   expect_parameter_casts_batched(cuda_device(0), "cudagraphs");
+}
+
+// A pre-norm residual block under bf16 autocast: s = x + f(x) (float32 + bfloat16), layer_norm(s)
+// cast for the next product, and s read again by the next residual add. On CUDA the add, the norm
+// and the cast become one add_layer_norm node, and in the backward the norm's gradient, the
+// residual gradient's sum and the casts around them one add_layer_norm_backward; on the CPU the
+// graphs keep the separate ops. Values and gradients equal eager mode's either way.
+void expect_residual_norms_fused(Device device, const std::string& backend) {
+  auto fn = [](const TensorList& in) {
+    AutocastGuard autocast(in[0].device(), kBFloat16);
+    const Tensor s = in[0] + matmul(in[0], in[1]);
+    const Tensor y = s + matmul(layer_norm(s, {32}, in[2], in[3]), in[4]);
+    return TensorList{y.square().mean()};
+  };
+  manual_seed(11);
+  const TensorList in{randn({64, 32}, {.device = device}).requires_grad_(true),
+                      (randn({32, 32}, {.device = device}) * 0.2).requires_grad_(true),
+                      (randn({32}, {.device = device}) * 0.1 + 1.0).requires_grad_(true),
+                      randn({32}, {.device = device}).requires_grad_(true),
+                      (randn({32, 32}, {.device = device}) * 0.2).requires_grad_(true)};
+  const bool cuda = device.is_cuda();
+  for (bool fuse : {true, false}) {
+    const CompileOptions options{.backend = backend, .fuse_elementwise = false, .fuse_add_layer_norm = fuse};
+    testing::expect_compiled_matches_eager(fn, in, {.compile = options, .rtol = 1e-4, .atol = 1e-4, .calls = 2});
+    Compiled<decltype(fn)> compiled(fn, options);
+    compiled(in)[0].backward();
+    const auto& fw = compiled.counters().forward_ops;
+    const auto& bw = compiled.counters().backward_ops;
+    EXPECT_EQ(op_count(fw, "add_layer_norm"), fuse && cuda ? 1 : 0) << backend;
+    EXPECT_EQ(op_count(fw, "layer_norm"), fuse && cuda ? 0 : 1) << backend;
+    EXPECT_EQ(op_count(bw, "add_layer_norm_backward"), fuse && cuda ? 1 : 0) << backend;
+    EXPECT_EQ(op_count(bw, "layer_norm"), fuse && cuda ? 0 : 1) << backend;
+  }
+}
+
+TEST(Fusion, ResidualNormsStaySeparateOnTheCpu) { expect_residual_norms_fused(kCPU, "aot_eager"); }
+
+TEST(Fusion, ResidualNormsUnderCudaGraphs) {
+  TG_REQUIRE_CUDA();
+  expect_residual_norms_fused(cuda_device(0), "cudagraphs");
 }
 
 }  // namespace
