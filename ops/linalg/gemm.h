@@ -43,6 +43,8 @@ struct Gemm {
   int64_t out_batch_stride = 0;
   double alpha = 1.0;
   double beta = 0.0;
+  // 16-bit operands writing a float32 `out` (with beta 1, accumulating into it in float32).
+  bool float32_out = false;
 };
 
 // A bias broadcast over an [n, m] output: element (i, j) is bias[i*s0 + j*s1] (0 strides broadcast).

@@ -127,9 +127,14 @@ void widened_gemm(const Gemm& g, void (*float_gemm)(const Gemm&)) {
   const int64_t b_span = operand_span(g.batch, g.b.batch_stride, g.b.trans ? g.m : g.k, g.b.trans ? g.k : g.m, g.b.ld);
   const int64_t c_span = operand_span(g.batch, g.out_batch_stride, g.n, g.m, g.ldc);
   const std::vector<float> a = to_float_buffer<T>(g.a.data, a_span), b = to_float_buffer<T>(g.b.data, b_span);
-  std::vector<float> c = g.beta != 0.0 ? to_float_buffer<T>(g.out, c_span) : std::vector<float>(static_cast<size_t>(c_span));
   w.a.data = a.data();
   w.b.data = b.data();
+  w.float32_out = false;
+  if (g.float32_out) {  // the float32 output is written (or accumulated into) in place
+    float_gemm(w);
+    return;
+  }
+  std::vector<float> c = g.beta != 0.0 ? to_float_buffer<T>(g.out, c_span) : std::vector<float>(static_cast<size_t>(c_span));
   w.out = c.data();
   float_gemm(w);
   // Only the product's own elements go back: gaps between rows may belong to other tensors.
@@ -146,6 +151,8 @@ void widened_gemm(const Gemm& g, void (*float_gemm)(const Gemm&)) {
 void cpu_gemm(const Gemm& g) {
   TG_CHECK(g.beta == 0.0 || g.beta == 1.0, "[gemm] internal error: beta must be 0 or 1, got ", g.beta);
   if (g.n == 0 || g.m == 0 || g.batch == 0) return;
+  TG_CHECK(!g.float32_out || dtype_size(g.dtype) == 2, "[mm] internal error: a float32 output is for 16-bit operands, got ",
+           dtype_name(g.dtype));
   if (g.dtype == kFloat16) return widened_gemm<Half>(g, cpu_gemm);
   if (g.dtype == kBFloat16) return widened_gemm<BFloat16>(g, cpu_gemm);
   if (cpu::onednn_sgemm(g)) return;

@@ -115,9 +115,10 @@ void low_precision_gemm(cublasHandle_t h, const Gemm& g) {
   const int lda = as_int(g.a.ld, "lda"), ldb = as_int(g.b.ld, "ldb"), ldc = as_int(g.ldc, "ldc");
   const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
   const cudaDataType_t type = cuda_data_type(g.dtype);
+  const cudaDataType_t out_type = g.float32_out ? CUDA_R_32F : type;
   TG_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, op_of(g.b), op_of(g.a), m, n, k, &alpha, g.b.data, type, ldb,
                                              g.b.batch_stride, g.a.data, type, lda, g.a.batch_stride, &beta, g.out,
-                                             type, ldc, g.out_batch_stride, as_int(g.batch, "batch"),
+                                             out_type, ldc, g.out_batch_stride, as_int(g.batch, "batch"),
                                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
@@ -158,6 +159,8 @@ void gemm(const Gemm& g) {
   DeviceGuard guard(g.device.index);
   std::lock_guard<std::mutex> lock(g_mutex);
   cublasHandle_t h = slot_locked(g.device.index).handle;
+  TG_CHECK(!g.float32_out || dtype_size(g.dtype) == 2, "[mm] internal error: a float32 output is for 16-bit operands, got ",
+           dtype_name(g.dtype));
   switch (g.dtype) {
     case DType::Float32: {
       TG_CUBLAS_CHECK(cublasSetMathMode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));

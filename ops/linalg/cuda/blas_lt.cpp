@@ -342,7 +342,7 @@ void clear_gemm_lt_plans() {
 }
 
 bool gemm_lt(const Gemm& g, const LtArgs& args) {
-  if (g.batch != 1 || g.beta != 0.0 || !is_floating(g.dtype)) return false;
+  if (g.batch != 1 || g.beta != 0.0 || g.float32_out || !is_floating(g.dtype)) return false;
   const LtEpilogue e = args.epilogue;
   // 16-bit gradients get their bias gradient from the caller's separate kernels: with some of the
   // heuristic's algorithms cuBLASLt's bias-gradient epilogue summed a float16 gradient of 3 rows
