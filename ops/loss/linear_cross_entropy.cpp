@@ -1,5 +1,6 @@
 // linear_cross_entropy: the forward op (chunks of logits -> per-row log-sum-exp and loss) and its
-// backward op (chunks of logits recomputed -> softmax minus onehot -> the three products). Both run
+// backward op (chunks of logits recomputed -> softmax minus onehot -> the three products), and the
+// choice of the op that computes the gradients in the forward instead. Both run
 // their matrix products through the shared BLAS plans of ops/linalg/matmul_kernels.h and the per-row steps
 // of ops/loss/linear_cross_entropy_rows.h; the few small reductions (the loss's sum, Mean's count) are
 // ordinary ops run inside the kernel with autograd and autocast off. Nothing reads the targets on
@@ -15,6 +16,8 @@
 #include "ops/elementwise/compare.h"
 #include "ops/factory/factory.h"
 #include "ops/linalg/matmul_kernels.h"
+#include "ops/loss/linear_cross_entropy_chunks.h"
+#include "ops/loss/linear_cross_entropy_grads_ahead.h"
 #include "ops/loss/linear_cross_entropy_rows.h"
 #include "ops/reduce/reduce.h"
 #include "tensor/grad_mode.h"
@@ -22,76 +25,15 @@
 namespace tg {
 namespace {
 
+using lce::accumulation_dtype;
+using lce::check_args;
+using lce::chunk_logits;
+using lce::chunk_rows_for;
+using lce::counted_rows;
+using lce::LinearCrossEntropyBase;
+
 constexpr const char* kForwardName = "linear_cross_entropy";
 constexpr const char* kBackwardName = "linear_cross_entropy_backward";
-// The logits of one chunk stay under this many bytes when the caller picks no chunk size.
-constexpr int64_t kChunkBytes = int64_t{256} << 20;
-
-// The dtype of the softmax arithmetic, the loss and the log-sum-exp: float32 for 16-bit products.
-DType accumulation_dtype(DType t) { return t == kFloat16 || t == kBFloat16 ? kFloat32 : t; }
-
-// Checks input [N, D], weight [V, D], bias [V] (or null) and target [N]; returns the device.
-Device check_args(const char* op, const Tensor& x, const Tensor& w, const Tensor* b, const Tensor& target) {
-  TG_CHECK(x.dim() == 2, "[", op, "] expected input of shape [N, D], got ", shape_str(x.sizes()));
-  TG_CHECK(is_floating(x.dtype()), "[", op, "] expected a floating input, got ", dtype_name(x.dtype()));
-  TG_CHECK(w.dim() == 2, "[", op, "] expected weight of shape [V, D], got ", shape_str(w.sizes()));
-  TG_CHECK(w.dtype() == x.dtype(), "[", op, "] expected weight of the input's dtype ", dtype_name(x.dtype()), ", got ",
-           dtype_name(w.dtype()));
-  TG_CHECK(w.size(1) == x.size(1), "[", op, "] input ", shape_str(x.sizes()), " has ", x.size(1),
-           " features but weight ", shape_str(w.sizes()), " expects ", w.size(1));
-  TG_CHECK(w.size(0) >= 1, "[", op, "] expected at least one class (weight [V, D] with V >= 1), got weight ",
-           shape_str(w.sizes()));
-  if (b != nullptr) {
-    TG_CHECK(b->dtype() == x.dtype(), "[", op, "] expected bias of the input's dtype ", dtype_name(x.dtype()),
-             ", got ", dtype_name(b->dtype()));
-    TG_CHECK(b->sizes() == Shape{w.size(0)}, "[", op, "] expected bias of shape [", w.size(0),
-             "] (one per class), got ", shape_str(b->sizes()));
-  }
-  TG_CHECK(target.dtype() == kInt64, "[", op, "] expected target of dtype int64 (class indices), got ",
-           dtype_name(target.dtype()));
-  TG_CHECK(target.sizes() == Shape{x.size(0)}, "[", op, "] expected target of shape [", x.size(0), "] for input ",
-           shape_str(x.sizes()), ", got ", shape_str(target.sizes()));
-  return b != nullptr ? common_device(op, {x, w, *b, target}) : common_device(op, {x, w, target});
-}
-
-// Rows per chunk: the requested number, or as many as keep a chunk's logits under kChunkBytes.
-int64_t chunk_rows_for(int64_t requested, int64_t rows, int64_t classes, DType dtype) {
-  const int64_t most = std::max<int64_t>(rows, 1);
-  if (requested > 0) return std::min(requested, most);
-  return std::clamp<int64_t>(kChunkBytes / (classes * dtype_size(dtype)), 1, most);
-}
-
-// logits (contiguous [c, V]) = input[start : start + c] @ weight^T + bias.
-void chunk_logits(const Tensor& logits, const Tensor& x, const Tensor& w, const Tensor* b, int64_t start, int64_t c) {
-  BiasRef bias;
-  if (b != nullptr) bias = BiasRef{b->raw_data(), 0, b->stride(0)};
-  gemm_2d(logits, c, w.size(0), w.size(1), x.narrow(0, start, c), false, w, true, 1.0, b != nullptr ? &bias : nullptr,
-          b != nullptr ? 1.0 : 0.0);
-}
-
-// The number of rows whose target is not ignore_index, as a 0-dim tensor of `dtype` on the device.
-Tensor counted_rows(const Tensor& target, int64_t ignore_index, DType dtype) {
-  return sum(ne(target, ignore_index).to(dtype));
-}
-
-// What the forward and the backward op are built with, and their shared attrs.
-class LinearCrossEntropyBase : public Op {
- public:
-  LinearCrossEntropyBase(bool has_bias, Reduction r, int64_t ignore_index, int64_t chunk_rows)
-      : has_bias_(has_bias), reduction_(r), ignore_index_(ignore_index), chunk_rows_(chunk_rows) {}
-  std::string attrs() const override {
-    std::string s = std::string("reduction=") + reduction_name(reduction_);
-    if (ignore_index_ != kDefaultIgnoreIndex) s += ", ignore_index=" + std::to_string(ignore_index_);
-    if (chunk_rows_ != 0) s += ", chunk_rows=" + std::to_string(chunk_rows_);
-    return s;
-  }
-
- protected:
-  bool has_bias_;
-  Reduction reduction_;
-  int64_t ignore_index_;
-  int64_t chunk_rows_;
-};
 
 // The gradients w.r.t. input, weight (and bias) from the loss's gradient, the inputs and the saved
 // log-sum-exp: inputs {grad, x, w, [b], target, lse}. Not differentiable itself.
@@ -144,11 +86,9 @@ class LinearCrossEntropyBackwardOp final : public LinearCrossEntropyBase {
     if (reduction_ == Reduction::Mean) row_grad = div(row_grad, counted_rows(target, ignore_index_, acc));
     row_grad = row_grad.contiguous();
     const int64_t chunk = chunk_rows_for(chunk_rows_, n, v, x.dtype());
-    // 16-bit weights over several chunks sum their chunks' products in float32.
-    const bool wide_sum = dw.dtype() != acc && chunk < n;
-    const Tensor dw_sum = wide_sum && d > 0 ? zeros({v, d}, {.dtype = acc, .device = x.device()}) : Tensor();
-    const Tensor dw_part = dw_sum.defined() ? empty({v, d}, {.dtype = dw.dtype(), .device = x.device()}) : Tensor();
-    Tensor db_sum = has_bias_ ? zeros({v}, {.dtype = acc, .device = x.device()}) : Tensor();
+    // 16-bit weights over several chunks sum their chunks' products in float32, inside the products.
+    const Tensor dw_sum = dw.dtype() != acc && chunk < n ? empty({v, d}, {.dtype = acc, .device = x.device()}) : dw;
+    const Tensor db_sum = has_bias_ ? zeros({v}, {.dtype = acc, .device = x.device()}) : Tensor();
     const Tensor buffer = empty({chunk, v}, {.dtype = x.dtype(), .device = x.device()});
     for (int64_t start = 0; start < n; start += chunk) {
       const int64_t c = std::min(chunk, n - start);
@@ -156,24 +96,9 @@ class LinearCrossEntropyBackwardOp final : public LinearCrossEntropyBase {
       chunk_logits(dl, x, w, b, start, c);
       linear_cross_entropy_rows_backward(dl, lse.narrow(0, start, c), target.narrow(0, start, c), ignore_index_,
                                          start, row_grad.numel() == 1 ? row_grad : row_grad.narrow(0, start, c));
-      if (d > 0) {
-        const Tensor xc = x.narrow(0, start, c);
-        gemm_2d(dx.narrow(0, start, c), c, d, v, dl, false, w, false, 1.0, nullptr, 0.0);
-        if (dw_sum.defined()) {
-          gemm_2d(dw_part, v, d, c, dl, true, xc, false, 1.0, nullptr, 0.0);
-          Tensor acc_w = dw_sum;
-          acc_w.add_(dw_part.to(acc));
-        } else {
-          // dw (+)= dl^T @ xc: the first chunk writes, the others accumulate in place.
-          Tensor keep_a, keep_b;
-          Gemm g = gemm_2d_plan(dw, v, d, c, dl, true, xc, false, 1.0, keep_a, keep_b);
-          g.beta = start > 0 ? 1.0 : 0.0;
-          run_gemm(g);
-        }
-      }
-      if (has_bias_) db_sum.add_(sum(dl, {0}, false, acc));
+      lce::add_chunk_products(dl, x, w, start, dx, dw_sum, db_sum);
     }
-    if (dw_sum.defined()) dw.copy_(dw_sum);
+    if (!dw_sum.is_same(dw)) dw.copy_(dw_sum);
     if (has_bias_) out[2].copy_(db_sum);
   }
 };
@@ -251,8 +176,17 @@ Tensor linear_cross_entropy(const Tensor& input, const Tensor& weight, const Ten
   // The products are on autocast's low-precision list (as linear); the loss on its float32 list.
   const bool autocast_on = autocast::active_for(input);
   const Tensor x = autocast::to_low(input), w = autocast::to_low(weight), b = autocast::to_low(bias);
-  auto op = std::make_shared<const LinearCrossEntropyOp>(b.defined(), o.reduction, o.ignore_index, o.chunk_rows);
-  Tensor loss = (b.defined() ? dispatch(op, {x, w, b, target}) : dispatch(op, {x, w, target}))[0];
+  const GradsAhead wanted{.input = x.requires_grad(), .weight = w.requires_grad(),
+                          .bias = b.defined() && b.requires_grad()};
+  Tensor loss;
+  if (o.gradients_in_forward && o.reduction != Reduction::None && is_grad_enabled() &&
+      (wanted.input || wanted.weight || wanted.bias)) {
+    check_args(kForwardName, x, w, b.defined() ? &b : nullptr, target);
+    loss = linear_cross_entropy_grads_ahead(x, w, b, target, o.reduction, o.ignore_index, o.chunk_rows, wanted);
+  } else {
+    auto op = std::make_shared<const LinearCrossEntropyOp>(b.defined(), o.reduction, o.ignore_index, o.chunk_rows);
+    loss = (b.defined() ? dispatch(op, {x, w, b, target}) : dispatch(op, {x, w, target}))[0];
+  }
   // Without autocast, 16-bit parameters give a loss of their dtype, as cross_entropy(linear(...)).
   if (!autocast_on && loss.dtype() != x.dtype()) loss = loss.to(x.dtype());
   return loss;

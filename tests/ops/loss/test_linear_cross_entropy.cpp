@@ -123,8 +123,9 @@ TEST(LinearCrossEntropy, GradcheckFloat64) {
   const Tensor row_weights = random_tensor({5});
   for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
     for (int64_t chunk : {1, 2, 0}) {
-      SCOPED_TRACE("chunk " + std::to_string(chunk));
-      const LinearCrossEntropyOptions o{.reduction = r, .chunk_rows = chunk};
+      for (bool ahead : {true, false}) {
+      SCOPED_TRACE("chunk " + std::to_string(chunk) + (ahead ? ", gradients in the forward" : ""));
+      const LinearCrossEntropyOptions o{.reduction = r, .chunk_rows = chunk, .gradients_in_forward = ahead};
       testing::expect_gradcheck(
           [&](const TensorList& in) {
             const Tensor loss = linear_cross_entropy(in[0], in[1], in[2], target, o);
@@ -133,6 +134,7 @@ TEST(LinearCrossEntropy, GradcheckFloat64) {
           {x, w, b});
       testing::expect_gradcheck([&](const TensorList& in) { return linear_cross_entropy(in[0], in[1], Tensor(), target, o); },
                                 {x, w});
+      }
     }
   }
 }
@@ -155,12 +157,14 @@ TEST(LinearCrossEntropy, MatchesComposedPath) {
       const Tensor row_weights = random_tensor({c.n});
       for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
         for (int64_t ignore_index : {int64_t{-100}, int64_t{0}}) {
-          for (bool bias : {true, false}) {
+          for (int variant = 0; variant < 4; ++variant) {
+            const bool bias = variant % 2 == 0, ahead = variant < 2;
             SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " n=" << c.n << " v=" << c.v << " d=" << c.d
                                               << " chunk=" << c.chunk << " reduction=" << static_cast<int>(r)
-                                              << " ignore=" << ignore_index << " bias=" << bias);
+                                              << " ignore=" << ignore_index << " bias=" << bias << " ahead=" << ahead);
             const Tensor target = random_targets(c.n, c.v, c.n > 2 ? 3 : 0, ignore_index);
-            const LinearCrossEntropyOptions o{.reduction = r, .ignore_index = ignore_index, .chunk_rows = c.chunk};
+            const LinearCrossEntropyOptions o{.reduction = r, .ignore_index = ignore_index, .chunk_rows = c.chunk,
+                                              .gradients_in_forward = ahead};
             const Tensor bb = bias ? b : Tensor();
             expect_all_close(loss_and_grads(true, x, w, bb, target, o, row_weights),
                              loss_and_grads(false, x, w, bb, target, o, row_weights), tol, tol);
@@ -215,11 +219,12 @@ TEST(LinearCrossEntropy, AutocastBFloat16) {
   const Tensor b = random_tensor({50}, kFloat32);
   const Tensor target = random_targets(37, 50, 5);
   const TensorList want = loss_and_grads(false, x, w, b, target, {});
-  for (int64_t chunk : {0, 8}) {
+  for (int64_t chunk : {0, 8, -8}) {  // -8: chunks of 8 with the recomputing backward
     TensorList got, composed;
     {
       AutocastGuard amp(kCPU, kBFloat16);
-      got = loss_and_grads(true, x, w, b, target, {.chunk_rows = chunk});
+      got = loss_and_grads(true, x, w, b, target, {.chunk_rows = chunk < 0 ? -chunk : chunk,
+                                                   .gradients_in_forward = chunk >= 0});
       composed = loss_and_grads(false, x, w, b, target, {});
     }
     EXPECT_EQ(got[0].dtype(), kFloat32);
@@ -234,11 +239,14 @@ TEST(LinearCrossEntropy, BFloat16Parameters) {
   manual_seed(8);
   const Tensor x = random_tensor({20, 8}, kBFloat16), w = random_tensor({30, 8}, kBFloat16);
   const Tensor target = random_targets(20, 30);
-  const TensorList got = loss_and_grads(true, x, w, Tensor(), target, {.chunk_rows = 3});
   const TensorList want = loss_and_grads(false, x.to(kFloat32), w.to(kFloat32), Tensor(), target, {});
-  EXPECT_EQ(got[0].dtype(), kBFloat16);
-  EXPECT_EQ(got[2].dtype(), kBFloat16);
-  for (size_t i = 0; i < got.size(); ++i) expect_close(got[i].to(kFloat32), want[i], 2e-2, 2e-2);
+  for (bool ahead : {true, false}) {
+    SCOPED_TRACE(ahead ? "gradients in the forward" : "recomputing backward");
+    const TensorList got = loss_and_grads(true, x, w, Tensor(), target, {.chunk_rows = 3, .gradients_in_forward = ahead});
+    EXPECT_EQ(got[0].dtype(), kBFloat16);
+    EXPECT_EQ(got[2].dtype(), kBFloat16);
+    for (size_t i = 0; i < got.size(); ++i) expect_close(got[i].to(kFloat32), want[i], 2e-2, 2e-2);
+  }
 }
 
 // A compiled function (aot_eager) gives the eager values and gradients.
@@ -290,9 +298,44 @@ TEST(LinearCrossEntropy, FrozenWeightAndNoDoubleBackward) {
   expect_close(x1.grad(), x2.grad(), 1e-12, 1e-12);
   EXPECT_FALSE(w.grad().defined());
   const Tensor x3 = random_tensor({5, 3}, kFloat64, true);
-  const Tensor loss = linear_cross_entropy(x3, w, Tensor(), target);
+  const Tensor loss = linear_cross_entropy(x3, w, Tensor(), target, {.gradients_in_forward = false});
   const TensorList g = grad({loss}, {x3}, {}, true, true);
   EXPECT_THROW_MSG(g[0].sum().backward(), "[linear_cross_entropy_backward] is not differentiable");
+  const Tensor ahead = linear_cross_entropy(x3, w, Tensor(), target);
+  const TensorList g2 = grad({ahead}, {x3}, {}, true, true);
+  expect_close(g2[0], g[0], 1e-12, 1e-12);
+  EXPECT_THROW_MSG(g2[0].sum().backward(),
+                   "[linear_cross_entropy_grads_ahead] cannot be differentiated twice: its gradients are computed in "
+                   "the forward pass");
+}
+
+// With its gradients computed in the forward, the backward scales them by the loss's real
+// gradient (a weighted loss, GradScaler's factor): the same as the recomputing backward's, Mean and
+// Sum; without grad mode, or without an input that needs one, the plain forward runs.
+TEST(LinearCrossEntropy, GradientsInForwardScaleWithTheLossGradient) {
+  manual_seed(13);
+  const Tensor x = random_tensor({9, 4}, kFloat64), w = random_tensor({7, 4}, kFloat64), b = random_tensor({7}, kFloat64);
+  const Tensor target = random_targets(9, 7, 4);
+  for (Reduction r : {Reduction::Mean, Reduction::Sum}) {
+    TensorList by_mode[2];
+    for (bool ahead : {true, false}) {
+      const Tensor xr = x.detach().requires_grad_(true), wr = w.detach().requires_grad_(true);
+      const Tensor br = b.detach().requires_grad_(true);
+      const LinearCrossEntropyOptions o{.reduction = r, .chunk_rows = 2, .gradients_in_forward = ahead};
+      (linear_cross_entropy(xr, wr, br, target, o) * -2.5).backward();
+      by_mode[ahead ? 0 : 1] = {xr.grad(), wr.grad(), br.grad()};
+    }
+    expect_all_close(by_mode[0], by_mode[1], 1e-12, 1e-12);
+  }
+  const Tensor xr = x.detach().requires_grad_(true);
+  Tensor plain;
+  {
+    NoGradGuard no_grad;
+    plain = linear_cross_entropy(xr, w, b, target);
+  }
+  EXPECT_FALSE(plain.requires_grad());
+  expect_close(plain, linear_cross_entropy(x, w, b, target), 1e-12, 1e-12);
+  expect_close(plain, linear_cross_entropy(xr, w, b, target), 1e-12, 1e-12);
 }
 
 TEST(LinearCrossEntropy, Errors) {

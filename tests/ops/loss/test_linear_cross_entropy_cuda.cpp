@@ -52,18 +52,21 @@ TEST(LinearCrossEntropyCuda, MatchesCpu) {
       const Tensor b = random_tensor({c.v}, dtype);
       const Tensor target = random_targets(c.n, c.v, 4);
       for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
-        SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " n=" << c.n << " v=" << c.v
-                                          << " reduction=" << static_cast<int>(r));
-        const LinearCrossEntropyOptions o{.reduction = r, .chunk_rows = c.chunk};
-        const TensorList cpu = on_device(kCPU, x, w, b, target, o);
-        const TensorList gpu = on_device(cuda_device(0), x, w, b, target, o);
-        for (size_t i = 0; i < cpu.size(); ++i) expect_close(gpu[i], cpu[i], tol, tol);
+        for (bool ahead : {true, false}) {
+          SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " n=" << c.n << " v=" << c.v
+                                            << " reduction=" << static_cast<int>(r) << " ahead=" << ahead);
+          const LinearCrossEntropyOptions o{.reduction = r, .chunk_rows = c.chunk, .gradients_in_forward = ahead};
+          const TensorList cpu = on_device(kCPU, x, w, b, target, o);
+          const TensorList gpu = on_device(cuda_device(0), x, w, b, target, o);
+          for (size_t i = 0; i < cpu.size(); ++i) expect_close(gpu[i], cpu[i], tol, tol);
+        }
       }
     }
   }
 }
 
-// bfloat16 autocast on CUDA stays within bfloat16 rounding of the float32 result.
+// bfloat16 autocast on CUDA stays within bfloat16 rounding of the float32 result, the gradients
+// computed in the forward or by the recomputing backward.
 TEST(LinearCrossEntropyCuda, AutocastBFloat16) {
   TG_REQUIRE_CUDA();
   manual_seed(4);
@@ -73,11 +76,12 @@ TEST(LinearCrossEntropyCuda, AutocastBFloat16) {
     const Tensor b = random_tensor({classes}, kFloat32);
     const Tensor target = random_targets(257, classes, 7);
     const TensorList want = on_device(kCPU, x, w, b, target, {});
-    for (int64_t chunk : {0, 100}) {
+    for (int64_t chunk : {0, 100, -100}) {  // -100: chunks of 100 with the recomputing backward
       TensorList got;
       {
         AutocastGuard amp(cuda_device(0), kBFloat16);
-        got = on_device(cuda_device(0), x, w, b, target, {.chunk_rows = chunk});
+        got = on_device(cuda_device(0), x, w, b, target,
+                        {.chunk_rows = chunk < 0 ? -chunk : chunk, .gradients_in_forward = chunk >= 0});
       }
       EXPECT_EQ(got[0].dtype(), kFloat32);
       for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], 3e-2, 3e-3);
