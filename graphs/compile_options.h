@@ -24,6 +24,9 @@ struct CompileOptions {
   bool merge_split_gradients = true;    // sum the gradients of a split's pieces as one cat, not zero-filled copies
   bool batch_parameter_casts = true;    // cast parameters (and their gradients) with one multi_tensor_cast
   bool fuse_add_layer_norm = true;      // fold residual adds and casts into layer_norm (both ways) on CUDA
+  // LM heads (linear -> cross_entropy, Mean or Sum) whose logits take at least this many bytes become
+  // linear_cross_entropy with its gradients computed in the forward; 0 turns the rewrite off.
+  int64_t fuse_linear_cross_entropy_bytes = int64_t{8} << 20;
   // With fuse_epilogues, on CUDA also fold ReLU gradients and bias gradients into the backward
   // products' cuBLASLt epilogues (DRELU_BGRAD, BGRADB; GELU gradients stay separate kernels). Off by
   // default: on an H100 these epilogue kernels made the mlp_small and mlp_wide steps slower.

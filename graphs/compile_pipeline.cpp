@@ -15,6 +15,7 @@
 #include "graphs/passes/elementwise_fusion.h"
 #include "graphs/passes/epilogue_fusion.h"
 #include "graphs/passes/input_writes.h"
+#include "graphs/passes/lm_head_fusion.h"
 #include "graphs/passes/norm_fusion.h"
 #include "graphs/passes/schedule_collectives.h"
 #include "graphs/passes/split_gradients.h"
@@ -146,6 +147,9 @@ std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const Cal
   if (!trace_or_fall_back(s, *entry, args)) return entry;
   guard_captured(*entry);
   Partition& p = entry->partition;
+  // LM-head fusion: linear -> cross_entropy and its backward as linear_cross_entropy computing its
+  // gradients in the forward (on the joint graph, so the partitioner saves gradients, not logits).
+  if (o.fuse_linear_cross_entropy_bytes > 0) fuse_linear_cross_entropy(entry->joint, o.fuse_linear_cross_entropy_bytes);
   // Partition: the joint graph split into a forward and a backward graph (saving or recomputing values).
   p = partition(entry->joint, s.partitioner);
   // Epilogue fusion: linear + activation, and their gradients, into the products' cuBLASLt epilogues.

@@ -340,6 +340,7 @@ class CrossEntropyOp final : public Op {
     return {g, Tensor()};
   }
   std::string attrs() const override { return loss_attrs(reduction_, ignore_index_); }
+  CrossEntropyInfo info() const { return {reduction_, ignore_index_}; }
 
  private:
   Reduction reduction_;
@@ -347,6 +348,12 @@ class CrossEntropyOp final : public Op {
 };
 
 }  // namespace
+
+std::optional<CrossEntropyInfo> cross_entropy_info(const Op& op) {
+  const auto* ce = dynamic_cast<const CrossEntropyOp*>(&op);
+  if (ce == nullptr) return std::nullopt;
+  return ce->info();
+}
 
 const char* reduction_name(Reduction r) {
   switch (r) {

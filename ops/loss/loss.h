@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
+#include "ops/core/op.h"
 #include "tensor/tensor.h"
 
 namespace tg {
@@ -31,11 +33,19 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = 
 // [] or [N, d1, ..., dk].
 Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& options);
-// log_softmax over the class dim (1, or 0 for a [C] input) followed by nll_loss; a floating target of
-// the input's shape holds class probabilities instead of indices.
 // PyTorch's name of a reduction: "none", "mean" or "sum".
 const char* reduction_name(Reduction r);
+// log_softmax over the class dim (1, or 0 for a [C] input) followed by nll_loss; a floating target of
+// the input's shape holds class probabilities instead of indices.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options);
+
+// The attributes of the one-op cross_entropy (class indices, no weight, no label smoothing).
+struct CrossEntropyInfo {
+  Reduction reduction;
+  int64_t ignore_index;
+};
+// Those of a cross_entropy op, or nothing for any other op (for graph rewrites).
+std::optional<CrossEntropyInfo> cross_entropy_info(const Op& op);
 
 }  // namespace tg

@@ -242,5 +242,91 @@ TEST(Fusion, ResidualNormsUnderCudaGraphs) {
   expect_residual_norms_fused(cuda_device(0), "cudagraphs");
 }
 
+// An LM head written with plain ops (linear, a reshape to rows, cross_entropy) becomes one
+// linear_cross_entropy_grads_ahead node forward and one linear_cross_entropy_grads_scale node
+// backward where its logits reach the size limit: no product of the logits' gradient remains in the
+// backward. Values and gradients equal eager mode's (a loss gradient of 2 checks the scaling).
+void expect_lm_head_fused(Device device, const std::string& backend) {
+  constexpr int64_t kV = 40, kD = 6;
+  auto head = [](const TensorList& in, Reduction r, bool with_bias) {
+    const Tensor logits = linear(tanh(in[0]), in[2], with_bias ? in[3] : Tensor());
+    return cross_entropy(logits.reshape({-1, kV}), in[1].reshape({-1}), {.ignore_index = 3, .reduction = r});
+  };
+  manual_seed(12);
+  for (DType dtype : {kFloat64, kFloat32}) {
+    const TensorList in{randn({2, 5, kD}, {.dtype = dtype, .device = device}).requires_grad_(true),
+                        randint(0, kV, {2, 5}, {.device = device}),
+                        (randn({kV, kD}, {.dtype = dtype, .device = device}) * 0.3).requires_grad_(true),
+                        randn({kV}, {.dtype = dtype, .device = device}).requires_grad_(true)};
+    const double tol = dtype == kFloat64 ? 1e-12 : 1e-5;
+    for (Reduction r : {Reduction::Mean, Reduction::Sum}) {
+      for (bool with_bias : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << backend << " " << dtype_name(dtype) << " " << reduction_name(r)
+                                          << (with_bias ? " with bias" : ""));
+        auto fn = [&](const TensorList& x) { return TensorList{head(x, r, with_bias) * 2.0}; };
+        const CompileOptions options{.backend = backend, .fuse_linear_cross_entropy_bytes = 1};
+        testing::expect_compiled_matches_eager(fn, in, {.compile = options, .rtol = tol, .atol = tol, .calls = 2});
+        Compiled<decltype(fn)> compiled(fn, options);
+        compiled(in)[0].backward();
+        const auto& fw = compiled.counters().forward_ops;
+        const auto& bw = compiled.counters().backward_ops;
+        EXPECT_EQ(op_count(fw, "linear_cross_entropy_grads_ahead"), 1);
+        EXPECT_EQ(op_count(fw, "linear") + op_count(fw, "cross_entropy"), 0);
+        EXPECT_EQ(op_count(bw, "linear_cross_entropy_grads_scale"), 1);
+        EXPECT_EQ(op_count(bw, "cross_entropy_backward") + op_count(bw, "mm"), 0);
+      }
+    }
+    // Left alone: logits under the size limit, logits the function also returns, a loss per row.
+    auto plain = [&](const TensorList& x) { return TensorList{head(x, Reduction::Mean, true)}; };
+    auto with_logits = [&](const TensorList& x) {
+      const Tensor logits = linear(tanh(x[0]), x[2], x[3]);
+      return TensorList{cross_entropy(logits.reshape({-1, kV}), x[1].reshape({-1})), logits};
+    };
+    auto per_row = [&](const TensorList& x) { return TensorList{head(x, Reduction::None, true).sum()}; };
+    const CompileOptions on{.backend = backend, .fuse_linear_cross_entropy_bytes = 1};
+    Compiled<decltype(plain)> small(plain, CompileOptions{.backend = backend});  // the default limit: 8 MiB
+    Compiled<decltype(with_logits)> read_twice(with_logits, on);
+    Compiled<decltype(per_row)> unreduced(per_row, on);
+    small(in)[0].backward();
+    read_twice(in)[0].backward();
+    unreduced(in)[0].backward();
+    EXPECT_EQ(op_count(small.counters().forward_ops, "cross_entropy"), 1);
+    EXPECT_EQ(op_count(read_twice.counters().forward_ops, "cross_entropy"), 1);
+    EXPECT_EQ(op_count(unreduced.counters().forward_ops, "cross_entropy"), 1);
+  }
+}
+
+TEST(Fusion, LmHeadOnTheCpu) { expect_lm_head_fused(kCPU, "aot_eager"); }
+
+TEST(Fusion, LmHeadUnderCudaGraphs) {
+  TG_REQUIRE_CUDA();
+  expect_lm_head_fused(cuda_device(0), "cudagraphs");
+}
+
+// Under bfloat16 autocast (the head's products in bfloat16, the loss in float32 through a cast of
+// the logits) the rewrite holds too, with float32 gradients of the float32 parameters.
+TEST(Fusion, LmHeadUnderAutocast) {
+  for (Device device : {Device(kCPU), cuda_is_available() ? cuda_device(0) : Device(kCPU)}) {
+    SCOPED_TRACE(device.str());
+    manual_seed(13);
+    auto fn = [](const TensorList& in) {
+      AutocastGuard autocast(in[0].device(), kBFloat16);
+      const Tensor logits = linear(in[0], in[2], in[3]);
+      return TensorList{cross_entropy(logits.reshape({-1, 64}), in[1].reshape({-1}))};
+    };
+    const TensorList in{randn({4, 8, 16}, {.device = device}).requires_grad_(true),
+                        randint(0, 64, {4, 8}, {.device = device}),
+                        (randn({64, 16}, {.device = device}) * 0.3).requires_grad_(true),
+                        randn({64}, {.device = device}).requires_grad_(true)};
+    const CompileOptions options{.backend = device.is_cuda() ? "cudagraphs" : "aot_eager",
+                                 .fuse_linear_cross_entropy_bytes = 1};
+    testing::expect_compiled_matches_eager(fn, in, {.compile = options, .rtol = 2e-2, .atol = 2e-3, .calls = 2});
+    Compiled<decltype(fn)> compiled(fn, options);
+    compiled(in)[0].backward();
+    EXPECT_EQ(op_count(compiled.counters().forward_ops, "linear_cross_entropy_grads_ahead"), 1);
+    EXPECT_EQ(op_count(compiled.counters().backward_ops, "linear_cross_entropy_grads_scale"), 1);
+  }
+}
+
 }  // namespace
 }  // namespace tg
