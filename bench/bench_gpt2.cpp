@@ -4,6 +4,7 @@
 // CompiledStep), fp32 (TF32 off) and bf16 autocast. Reports ms and tokens per second, model FLOPs
 // utilization (6N + 12 L d T FLOPs per token, N without the embeddings, against the dense peak)
 // and peak device memory.
+// BM_gpt2_plain_step is the same model written with plain ops only, for the compiler to fuse.
 // TG_GPT2_LAYERS, TG_GPT2_BATCH and TG_GPT2_SEQ change the size; TG_GPT2_CHECKPOINT=1 runs each
 // block through tg::checkpoint. activation_MiB is the peak of one step minus what was allocated
 // before its forward (parameters, gradients, optimizer state), for either setting.
@@ -64,10 +65,11 @@ struct Gpt2Step {
   std::function<Tensor(const Tensor&, const Tensor&)> f;
   std::unique_ptr<tg::optim::CompiledStep> update;
 
-  Gpt2Step(bool compiled, bool bf16) {
+  Gpt2Step(bool compiled, bool bf16, bool plain = false) {
     const tg::Device dev = tg::cuda_device(0);
     tg::manual_seed(0);
-    model = std::make_shared<tg::nn::GPT>(tg::nn::GPTConfig{.context = seq, .layers = layers, .checkpoint = checkpoint});
+    model = std::make_shared<tg::nn::GPT>(
+        tg::nn::GPTConfig{.context = seq, .layers = layers, .checkpoint = checkpoint, .fused_ops = !plain});
     model->to(dev);
     opt = std::make_unique<tg::optim::AdamW>(model->parameters(), tg::optim::AdamOptions{.lr = 3e-4, .weight_decay = 0.1});
     const Tensor tokens = tg::randint(0, model->config().vocab_size, {batch, seq + 1}, {.device = dev});
@@ -113,7 +115,7 @@ struct Gpt2Step {
   }
 };
 
-void run(benchmark::State& state, bool compiled, bool bf16) {
+void run(benchmark::State& state, bool compiled, bool bf16, bool plain = false) {
   if (!tg::cuda_is_available()) {
     state.SkipWithError("no CUDA device");
     return;
@@ -123,7 +125,7 @@ void run(benchmark::State& state, bool compiled, bool bf16) {
   bool checkpoint = false;
   try {
     const Clock::time_point start = Clock::now();
-    Gpt2Step s(compiled, bf16);
+    Gpt2Step s(compiled, bf16, plain);
     const std::shared_ptr<tg::nn::GPT>& model = s.model;
     const int64_t layers = s.layers, batch = s.batch, seq = s.seq;
     checkpoint = s.checkpoint;
@@ -165,7 +167,7 @@ void run(benchmark::State& state, bool compiled, bool bf16) {
     return;
   }
   state.SetLabel(std::string(compiled ? "compiled" : "eager") + (bf16 ? ", bf16 autocast" : ", fp32") +
-                 (checkpoint ? ", checkpoint" : ""));
+                 (checkpoint ? ", checkpoint" : "") + (plain ? ", plain ops" : ""));
 }
 
 // Seconds since this process started (/proc/self/stat's start time against the boot-time clock), or
@@ -261,6 +263,12 @@ BENCHMARK(BM_gpt2_step)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(4);
+
+// The same model written with plain ops (GPTConfig::fused_ops = false: layer_norm of the residual
+// sum, lm_head then cross_entropy), bf16 autocast; range(0): 0 eager, 1 compiled. Compiled, the
+// compiler's rewrites should bring it to BM_gpt2_step/1/1.
+void BM_gpt2_plain_step(benchmark::State& state) { run(state, state.range(0) != 0, true, true); }
+BENCHMARK(BM_gpt2_plain_step)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(4);
 
 }  // namespace
 

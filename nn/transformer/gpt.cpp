@@ -53,11 +53,20 @@ Tensor GPTBlock::forward(const Tensor& x) {
   Tensor a = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), Tensor(),
                                           train ? config_.dropout : 0.0, /*is_causal=*/true);
   a = out_->forward(a.transpose(1, 2).reshape({b, t, d}));
-  // The residual add and ln_2 as one op; under autocast its rows come out in the 16 bits fc reads
-  // (autocast never casts float64).
+  // The residual add and ln_2 as one op (or two, without fused_ops); under autocast its rows come out
+  // in the 16 bits fc reads (autocast never casts float64).
   const std::optional<DType> fc_dtype =
       x.dtype() == kFloat64 ? std::nullopt : autocast_dtype(x.device().type);
-  const auto [y, normed] = ln_2_->forward_add(x, train ? dropout(a, config_.dropout) : a, fc_dtype);
+  if (train) a = dropout(a, config_.dropout);
+  Tensor y, normed;
+  if (config_.fused_ops) {
+    const AddLayerNormResult r = ln_2_->forward_add(x, a, fc_dtype);
+    y = r.sum;
+    normed = r.normed;
+  } else {
+    y = x + a;
+    normed = ln_2_->forward(y);
+  }
   Tensor m = proj_->forward(gelu(fc_->forward(normed), "tanh"));
   return y + (train ? dropout(m, config_.dropout) : m);
 }
@@ -102,6 +111,8 @@ Tensor GPT::loss(const Tensor& idx, const Tensor& targets) {
   // One call of the model, so that its forward hooks run around the loss as around forward().
   return call([&] {
     const Tensor h = hidden(idx);
+    if (!config_.fused_ops)
+      return cross_entropy(lm_head_->forward(h).reshape({-1, config_.vocab_size}), targets.reshape({-1}));
     return linear_cross_entropy(h.reshape({-1, config_.d_model}), lm_head_->weight(), lm_head_->bias(),
                                 targets.reshape({-1}));
   });
@@ -112,6 +123,7 @@ std::string GPT::extra_repr() const {
   os << "vocab_size=" << config_.vocab_size << ", context=" << config_.context << ", d_model=" << config_.d_model
      << ", heads=" << config_.heads << ", layers=" << config_.layers << ", dropout=" << config_.dropout;
   if (config_.checkpoint) os << ", checkpoint=true";
+  if (!config_.fused_ops) os << ", fused_ops=false";
   return os.str();
 }
 

@@ -24,6 +24,10 @@ struct GPTConfig {
   // Runs each block through tg::checkpoint: its activations are recomputed in the backward instead
   // of kept (less memory for about one more forward of the blocks).
   bool checkpoint = false;
+  // The fused ops (add_layer_norm, linear_cross_entropy) where a block and the loss allow them;
+  // false writes the same model with plain ops only (layer_norm of the residual sum, lm_head then
+  // cross_entropy), as a PyTorch user would, for the compiler to find the fusions.
+  bool fused_ops = true;
 };
 
 // x + out(attention(ln_1(x))), then + proj(gelu_tanh(fc(ln_2(.)))); attention is causal, through
@@ -48,7 +52,8 @@ class GPT : public Module {
   explicit GPT(GPTConfig config = {}, TensorOptions options = {});
   Tensor forward(const Tensor& idx) override;
   // The mean cross-entropy of forward(idx) against targets [B, T] (the next tokens), computed by
-  // linear_cross_entropy from the final hidden states: the [B*T, vocab_size] logits never exist.
+  // linear_cross_entropy from the final hidden states: the [B*T, vocab_size] logits never exist
+  // (with fused_ops; else cross_entropy of forward(idx)).
   Tensor loss(const Tensor& idx, const Tensor& targets);
   const GPTConfig& config() const { return config_; }
   std::string type_name() const override { return "GPT"; }
