@@ -3,6 +3,7 @@
 // traced graph) differentiates them like any other ops.
 #include "ops/rnn/rnn.h"
 
+#include "ops/rnn/rnn_autocast.h"
 #include "ops/rnn/rnn_kernels.h"
 
 #include "ops/elementwise/binary.h"
@@ -63,8 +64,12 @@ Tensor input_projection(const Tensor& x, const Tensor& w_ih, const Tensor& b_ih,
 
 }  // namespace
 
-RnnLayerResult lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih, const Tensor& w_hh,
-                          const Tensor& b_ih, const Tensor& b_hh, bool reverse, const Tensor& w_hr) {
+RnnLayerResult lstm_layer(const Tensor& x_in, const Tensor& h0_in, const Tensor& c0_in, const Tensor& w_ih_in,
+                          const Tensor& w_hh_in, const Tensor& b_ih_in, const Tensor& b_hh_in, bool reverse,
+                          const Tensor& w_hr_in) {
+  const TensorList w = rnn_autocast_weights({w_ih_in, w_hh_in, b_ih_in, b_hh_in, w_hr_in});
+  const Tensor &w_ih = w[0], &w_hh = w[1], &b_ih = w[2], &b_hh = w[3], &w_hr = w[4];
+  const Tensor x = rnn_autocast_state(x_in, w), h0 = rnn_autocast_state(h0_in, w), c0 = rnn_autocast_state(c0_in, w);
   const int64_t H = check_layer("lstm", 4, x, h0, w_ih, w_hh, b_ih, b_hh, w_hr);
   const Shape cell_shape{x.size(1), H};
   TG_CHECK(c0.sizes() == cell_shape, "[lstm] Expected cell state size ", shape_str(cell_shape), ", got ",
@@ -88,8 +93,11 @@ RnnLayerResult lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, c
   return {output, h, c};
 }
 
-RnnLayerResult gru_layer(const Tensor& x, const Tensor& h0, const Tensor& w_ih, const Tensor& w_hh,
-                         const Tensor& b_ih, const Tensor& b_hh, bool reverse) {
+RnnLayerResult gru_layer(const Tensor& x_in, const Tensor& h0_in, const Tensor& w_ih_in, const Tensor& w_hh_in,
+                         const Tensor& b_ih_in, const Tensor& b_hh_in, bool reverse) {
+  const TensorList w = rnn_autocast_weights({w_ih_in, w_hh_in, b_ih_in, b_hh_in});
+  const Tensor &w_ih = w[0], &w_hh = w[1], &b_ih = w[2], &b_hh = w[3];
+  const Tensor x = rnn_autocast_state(x_in, w), h0 = rnn_autocast_state(h0_in, w);
   check_layer("gru", 3, x, h0, w_ih, w_hh, b_ih, b_hh);
   const int64_t T = x.size(0);
   const Tensor xw = input_projection(x, w_ih, b_ih, b_hh, false);

@@ -19,7 +19,8 @@ struct RnnLayerResult {
 // LSTM layer with PyTorch's gate order (i, f, g, o): w_ih [4H, I], w_hh [4H, H], biases [4H]
 // (may be undefined), h0/c0 [B, H]. `reverse` runs the sequence backwards (outputs stay in input order).
 // With a projection w_hr [P, H] (P < H), h_t = w_hr (o_t * tanh(c_t)) has P features: w_hh is
-// [4H, P], h0 [B, P] and the output [T, B, P] (c0 and c stay [B, H]).
+// [4H, P], h0 [B, P] and the output [T, B, P] (c0 and c stay [B, H]). Under autocast the operands
+// are cast as PyTorch's recurrent ops cast them (ops/rnn/rnn_autocast.h); the layers below too.
 RnnLayerResult lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih, const Tensor& w_hh,
                           const Tensor& b_ih, const Tensor& b_hh, bool reverse = false, const Tensor& w_hr = Tensor());
 // GRU layer with PyTorch's gate order (r, z, n): w_ih [3H, I], w_hh [3H, H], biases [3H].

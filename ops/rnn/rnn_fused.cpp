@@ -12,6 +12,7 @@
 #include "ops/core/widen.h"
 #include "ops/elementwise/copy.h"
 #include "ops/factory/factory.h"
+#include "ops/rnn/rnn_autocast.h"
 #include "ops/rnn/rnn_kernels.h"
 #include "tensor/grad_mode.h"
 #include "tensor/shape.h"
@@ -397,21 +398,11 @@ bool any_requires_grad(const TensorList& ts) {
 
 RnnResult rnn(RnnMode mode, const Tensor& x_in, const Tensor& h0_in, const Tensor& c0_in, const TensorList& weights_in,
               int64_t num_layers, bool bidirectional, int64_t proj_size) {
-  // Autocast: on CUDA the recurrent layers run in the autocast dtype (PyTorch's cudnn_rnn wrapper;
-  // tapegraph returns that dtype, where PyTorch's returns float16 even under bfloat16). PyTorch's
-  // CPU autocast leaves them in the weights' dtype: a 16-bit input (from an autocast linear) is
-  // cast to it. The casts are differentiable ops: gradients come back in each operand's own dtype.
-  TensorList weights;
-  weights.reserve(weights_in.size());
-  for (const Tensor& w : weights_in) weights.push_back(autocast::to_low(w, autocast::kCudaList));
-  auto cast_state = [&](const Tensor& t) {
-    if (autocast::active_for(t, autocast::kCudaList)) return autocast::to_low(t, autocast::kCudaList);
-    if (autocast::active_for(t, autocast::kCpuList) && !weights.empty() && is_floating(t.dtype()) &&
-        t.dtype() != weights[0].dtype())
-      return to(t, t.device(), weights[0].dtype());
-    return t;
-  };
-  const Tensor x = cast_state(x_in), h0 = cast_state(h0_in), c0 = cast_state(c0_in);
+  // Autocast (ops/rnn/rnn_autocast.h); tapegraph returns the autocast dtype on CUDA, where PyTorch's
+  // cudnn_rnn wrapper returns float16 even under bfloat16.
+  const TensorList weights = rnn_autocast_weights(weights_in);
+  const Tensor x = rnn_autocast_state(x_in, weights), h0 = rnn_autocast_state(h0_in, weights),
+               c0 = rnn_autocast_state(c0_in, weights);
   const RnnConfig cfg = check_rnn_operands(mode == RnnMode::LSTM ? "lstm" : "gru", mode, x, h0, c0, weights,
                                            num_layers, bidirectional, proj_size);
   if (proj_size == 0 && (x.is_cuda() || x.is_cpu()) && cfg.seq_len > 0 && cfg.batch > 0 && cfg.input_size > 0) {

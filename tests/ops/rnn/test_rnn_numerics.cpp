@@ -201,6 +201,41 @@ TEST(RnnAutocast, Float32StatesAreCastToo) {
   }
 }
 
+// lstm_layer and gru_layer called directly cast as the modules do: a 16-bit input beside float32
+// states and weights runs (in the autocast dtype on CUDA, float32 on the CPU), near the float32 run,
+// with float32 weight gradients.
+TEST(RnnAutocast, LayerFunctionsCastLikeTheModules) {
+  for (const Device device : test_devices()) {
+    for (const bool lstm : {true, false}) {
+      SCOPED_TRACE(device.str() + (lstm ? " LSTM" : " GRU"));
+      manual_seed(9);
+      const int64_t gates = lstm ? 4 : 3;
+      const Tensor x = random_tensor({4, 2, 3}, kFloat32).to(device);
+      const Tensor h0 = random_tensor({2, 5}, kFloat32, false, -0.5, 0.5).to(device);
+      const Tensor c0 = random_tensor({2, 5}, kFloat32, false, -0.5, 0.5).to(device);
+      TensorList w{random_tensor({gates * 5, 3}, kFloat32).to(device), random_tensor({gates * 5, 5}, kFloat32).to(device),
+                   random_tensor({gates * 5}, kFloat32).to(device), random_tensor({gates * 5}, kFloat32).to(device)};
+      for (Tensor& t : w) t = t.detach().requires_grad_(true);
+      const auto run = [&](const Tensor& in) {
+        return lstm ? lstm_layer(in, h0, c0, w[0], w[1], w[2], w[3]) : gru_layer(in, h0, w[0], w[1], w[2], w[3]);
+      };
+      const RnnLayerResult ref = run(x);
+      RnnLayerResult r;
+      {
+        AutocastGuard guard(device, kBFloat16);
+        r = run(x.to(kBFloat16));
+      }
+      EXPECT_EQ(r.output.dtype(), device.is_cuda() ? kBFloat16 : kFloat32);
+      expect_close(r.output.to(kFloat32), ref.output, tolerance(kBFloat16), tolerance(kBFloat16));
+      r.output.to(kFloat32).sum().backward();
+      for (const Tensor& t : w) {
+        ASSERT_TRUE(t.grad().defined());
+        EXPECT_EQ(t.grad().dtype(), kFloat32);
+      }
+    }
+  }
+}
+
 // Compiled under autocast equals eager under autocast (values, dtypes and gradients).
 TEST(RnnAutocast, CompiledMatchesEager) {
   for (const Device device : test_devices()) {
