@@ -341,6 +341,46 @@ TEST(LinearEpilogues, FallbackMaskIsCublasLtsMask) {
     EXPECT_TRUE(equal(relu_mask_of(y).cpu(), mask.cpu())) << n << "x" << m;
   }
 }
+
+// cuBLASLt's ReLU-mask epilogue writes the product's rows and their mask rows and nothing past them,
+// whatever the row count (tiles of the product overhang ragged ones): memory after the output and
+// after the mask keeps its sentinel.
+TEST(LinearEpilogues, ReluMaskEpilogueWritesNoRowPastItsOwn) {
+  TG_REQUIRE_CUDA();
+  const Device dev = cuda_device(0);
+  constexpr int64_t kSpare = 256;
+  for (DType dtype : {kFloat32, kBFloat16}) {
+    for (const auto& [k, m] : std::vector<std::array<int64_t, 2>>{{128, 256}, {256, 256}, {256, 10}}) {
+      for (int64_t n : {1, 31, 79, 96, 100, 160, 223, 224, 255, 256}) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " " << n << "x" << k << " @ " << k << "x" << m);
+        const int64_t words = relu_mask_row_bits(m) / 32;
+        const Tensor x = randn({n, k}, {.device = dev}).to(dtype), w = randn({m, k}, {.device = dev}).to(dtype);
+        const Tensor b = randn({m}, {.device = dev}).to(dtype);
+        const Tensor y_all = full({n + kSpare, m}, 7.0, {.dtype = dtype, .device = dev});
+        const Tensor mask_all = full({n + kSpare, words}, -1, {.dtype = kInt32, .device = dev});
+        const Tensor y = y_all.narrow(0, 0, n), mask = mask_all.narrow(0, 0, n);
+        Gemm g;
+        g.dtype = dtype;
+        g.device = dev;
+        g.n = n;
+        g.m = m;
+        g.k = k;
+        g.a = GemmOperand{x.raw_data(), false, k, 0};
+        g.b = GemmOperand{w.raw_data(), true, k, 0};
+        g.out = y.raw_data();
+        g.ldc = m;
+        if (!cuda::gemm_lt(g, cuda::LtArgs{.epilogue = cuda::LtEpilogue::ReluMask, .bias = b.raw_data(),
+                                           .aux = mask.raw_data(), .aux_ld = relu_mask_row_bits(m)}))
+          continue;
+        EXPECT_TRUE(equal(relu_mask_of(y).cpu(), mask.cpu()));
+        EXPECT_TRUE(equal(y_all.narrow(0, n, kSpare).cpu(), full({kSpare, m}, 7.0, {.dtype = dtype})))
+            << "the product wrote past its " << n << " rows";
+        EXPECT_TRUE(equal(mask_all.narrow(0, n, kSpare).cpu(), full({kSpare, words}, -1, {.dtype = kInt32})))
+            << "the mask was written past its " << n << " rows";
+      }
+    }
+  }
+}
 #endif
 
 // An MLP with `act` compiled with every fusion on and off, under both backends: the loss and every
