@@ -75,6 +75,11 @@ class Tensor {
   // Typed pointer to the first element; throws for fake/meta tensors and on dtype mismatch.
   template <typename T>
   T* data_ptr() const;
+  // data_ptr(), or null for an undefined tensor (a kernel's absent optional operand).
+  template <typename T>
+  T* data_ptr_or_null() const {
+    return defined() ? data_ptr<T>() : nullptr;
+  }
   void* raw_data() const;
 
   // ---- host access ------------------------------------------------------------------------

@@ -14,11 +14,6 @@ namespace {
 
 using namespace row_norm_kernels;
 
-template <typename P>
-P* ptr_or_null(const Tensor& t) {
-  return t.defined() ? t.data_ptr<P>() : nullptr;
-}
-
 // Calls f.template operator()<T, L, W>() for the residual's dtype T, the 16-bit (or T) dtype L of
 // the update, the output and their gradients, and the parameters' dtype W; false when the set has
 // no kernel.
@@ -50,7 +45,7 @@ bool add_row_norm_forward(const Tensor& x, const Tensor& u, const Tensor& w, con
   return dispatch_fused(x.dtype(), u.dtype(), row_norm_param_dtype(x, w, b), [&]<typename T, typename L, typename W>() {
     with_vecs(cols, [&]<int kVecs>() {
       forward_kernel<T, L, L, W, kVecs><<<row_blocks(rows), 32 * kWarps, 0, current_stream()>>>(
-          x.data_ptr<T>(), u.data_ptr<L>(), ptr_or_null<W>(w), ptr_or_null<W>(b), rows, cols,
+          x.data_ptr<T>(), u.data_ptr<L>(), w.data_ptr_or_null<W>(), b.data_ptr_or_null<W>(), rows, cols,
           static_cast<float>(g.eps), s.data_ptr<T>(), y.data_ptr<L>(), mean.data_ptr<float>(), rstd.data_ptr<float>());
     });
     TG_CUDA_CHECK_LAUNCH();
@@ -67,10 +62,10 @@ bool add_row_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& w, c
   DeviceGuard guard(gx.device().index);
   const DType params = w.defined() ? w.dtype() : row_norm_param_dtype(x, gw, gb);
   return dispatch_fused(x.dtype(), gy.dtype(), params, [&]<typename T, typename L, typename W>() {
-    launch_backward<T, L, L, W>(gy.data_ptr<L>(), x.data_ptr<T>(), ptr_or_null<W>(w), mean.data_ptr<float>(),
-                                rstd.data_ptr<float>(), g.rows(), static_cast<int>(g.cols()), ptr_or_null<T>(acc),
-                                gx.data_ptr<T>(), ptr_or_null<L>(gx_low), ptr_or_null<W>(gw), ptr_or_null<W>(gb),
-                                gx.device(), current_stream());
+    launch_backward<T, L, L, W>(gy.data_ptr<L>(), x.data_ptr<T>(), w.data_ptr_or_null<W>(), mean.data_ptr<float>(),
+                                rstd.data_ptr<float>(), g.rows(), static_cast<int>(g.cols()), acc.data_ptr_or_null<T>(),
+                                gx.data_ptr<T>(), gx_low.data_ptr_or_null<L>(), gw.data_ptr_or_null<W>(),
+                                gb.data_ptr_or_null<W>(), gx.device(), current_stream());
   });
 }
 

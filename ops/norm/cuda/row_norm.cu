@@ -198,11 +198,6 @@ void launch_rows(const RowNormGeometry& g, Launch&& launch) {
   TG_CUDA_CHECK_LAUNCH();
 }
 
-template <typename P>
-P* ptr_or_null(const Tensor& t) {
-  return t.defined() ? t.data_ptr<P>() : nullptr;
-}
-
 }  // namespace
 
 void row_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, const RowNormGeometry& g, const Tensor& y,
@@ -215,9 +210,9 @@ void row_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, const R
   dispatch_row_norm("row_norm", x.dtype(), params, [&]<typename T, typename W>() {
     using A = Acc<T>;
     launch_rows(g, [&]<int kWarps>(dim3 grid, dim3 block) {
-      forward_kernel<T, W, kWarps><<<grid, block, 0, stream>>>(x.data_ptr<T>(), ptr_or_null<W>(w), ptr_or_null<W>(b),
-                                                               g, y.data_ptr<T>(), mean.data_ptr<A>(),
-                                                               rstd.data_ptr<A>());
+      forward_kernel<T, W, kWarps><<<grid, block, 0, stream>>>(x.data_ptr<T>(), w.data_ptr_or_null<W>(),
+                                                               b.data_ptr_or_null<W>(), g, y.data_ptr<T>(),
+                                                               mean.data_ptr<A>(), rstd.data_ptr<A>());
     });
   });
 }
@@ -235,7 +230,7 @@ void row_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const
     if (g.rows() > 0 && g.cols() > 0 && gx.defined()) {
       launch_rows(g, [&]<int kWarps>(dim3 grid, dim3 block) {
         input_grad_kernel<T, W, kWarps><<<grid, block, 0, stream>>>(gy.data_ptr<T>(), x.data_ptr<T>(),
-                                                                    ptr_or_null<W>(w), mean.data_ptr<A>(),
+                                                                    w.data_ptr_or_null<W>(), mean.data_ptr<A>(),
                                                                     rstd.data_ptr<A>(), g, gx.data_ptr<T>());
       });
     }
@@ -254,7 +249,7 @@ void row_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const
                                                                    per_chunk, work.data_ptr<A>());
     TG_CUDA_CHECK_LAUNCH();
     param_finish_kernel<A, W><<<static_cast<unsigned>((P + 127) / 128), 128, 0, stream>>>(
-        work.data_ptr<A>(), P, chunks, ptr_or_null<W>(gw), ptr_or_null<W>(gb));
+        work.data_ptr<A>(), P, chunks, gw.data_ptr_or_null<W>(), gb.data_ptr_or_null<W>());
     TG_CUDA_CHECK_LAUNCH();
   });
 }

@@ -12,11 +12,6 @@ namespace {
 
 using namespace row_norm_kernels;
 
-template <typename P>
-P* ptr_or_null(const Tensor& t) {
-  return t.defined() ? t.data_ptr<P>() : nullptr;
-}
-
 // Calls f.template operator()<T, W>() for the vectorizable element and parameter types.
 template <typename F>
 void dispatch_vectorized(DType x, DType params, F&& f) {
@@ -52,7 +47,7 @@ void row_norm_forward_vectorized(const Tensor& x, const Tensor& w, const Tensor&
   dispatch_vectorized(x.dtype(), row_norm_param_dtype(x, w, b), [&]<typename T, typename W>() {
     with_vecs(cols, [&]<int kVecs>() {
       forward_kernel<T, T, T, W, kVecs><<<row_blocks(rows), 32 * kWarps, 0, current_stream()>>>(
-          x.data_ptr<T>(), static_cast<const T*>(nullptr), ptr_or_null<W>(w), ptr_or_null<W>(b), rows, cols,
+          x.data_ptr<T>(), static_cast<const T*>(nullptr), w.data_ptr_or_null<W>(), b.data_ptr_or_null<W>(), rows, cols,
           static_cast<float>(g.eps), static_cast<T*>(nullptr), y.data_ptr<T>(), mean.data_ptr<float>(),
           rstd.data_ptr<float>());
     });
@@ -66,9 +61,9 @@ void row_norm_backward_vectorized(const Tensor& gy, const Tensor& x, const Tenso
   DeviceGuard guard(gx.device().index);
   const DType param_dtype = w.defined() ? w.dtype() : row_norm_param_dtype(x, gw, gb);
   dispatch_vectorized(x.dtype(), param_dtype, [&]<typename T, typename W>() {
-    launch_backward<T, T, T, W>(gy.data_ptr<T>(), x.data_ptr<T>(), ptr_or_null<W>(w), mean.data_ptr<float>(),
-                                rstd.data_ptr<float>(), g.rows(), static_cast<int>(g.cols()), nullptr,
-                                gx.data_ptr<T>(), nullptr, ptr_or_null<W>(gw), ptr_or_null<W>(gb), gx.device(),
+    launch_backward<T, T, T, W>(gy.data_ptr<T>(), x.data_ptr<T>(), w.data_ptr_or_null<W>(), mean.data_ptr<float>(),
+                                rstd.data_ptr<float>(), g.rows(), static_cast<int>(g.cols()), nullptr, gx.data_ptr<T>(),
+                                nullptr, gw.data_ptr_or_null<W>(), gb.data_ptr_or_null<W>(), gx.device(),
                                 current_stream());
   });
 }
