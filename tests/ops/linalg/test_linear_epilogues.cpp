@@ -315,6 +315,24 @@ TEST(LinearEpilogues, CudaGeluGradientTailMatchesTheUnfusedOps) {
 }
 
 #ifdef TG_WITH_CUDA
+// y [n, m] = relu(x [n, k] @ w [m, k]^T + b) and its mask through cuBLASLt's ReLU-mask epilogue
+// alone (no fallback); false when cuBLASLt has no algorithm for it.
+bool relu_mask_epilogue(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, const Tensor& mask) {
+  const int64_t n = x.size(0), k = x.size(1), m = w.size(0);
+  Gemm g;
+  g.dtype = x.dtype();
+  g.device = x.device();
+  g.n = n;
+  g.m = m;
+  g.k = k;
+  g.a = GemmOperand{x.raw_data(), false, k, 0};
+  g.b = GemmOperand{w.raw_data(), true, k, 0};
+  g.out = y.raw_data();
+  g.ldc = m;
+  return cuda::gemm_lt(g, cuda::LtArgs{.epilogue = cuda::LtEpilogue::ReluMask, .bias = b.raw_data(),
+                                       .aux = mask.raw_data(), .aux_ld = relu_mask_row_bits(m)});
+}
+
 // The mask the fallback kernel writes is bit for bit the one cuBLASLt's ReLU epilogue writes (the
 // backward's DRELU_BGRAD reads either).
 TEST(LinearEpilogues, FallbackMaskIsCublasLtsMask) {
@@ -324,19 +342,8 @@ TEST(LinearEpilogues, FallbackMaskIsCublasLtsMask) {
     const Tensor x = randn({n, k}, {.device = dev}), w = randn({m, k}, {.device = dev}), b = randn({m}, {.device = dev});
     Tensor y = empty({n, m}, {.device = dev});
     Tensor mask = zeros({n, relu_mask_row_bits(m) / 32}, {.dtype = kInt32, .device = dev});
-    Gemm g;
-    g.dtype = kFloat32;
-    g.device = dev;
-    g.n = n;
-    g.m = m;
-    g.k = k;
-    g.a = GemmOperand{x.raw_data(), false, k, 0};
-    g.b = GemmOperand{w.raw_data(), true, k, 0};
-    g.out = y.raw_data();
-    g.ldc = m;
-    const bool ran = cuda::gemm_lt(g, cuda::LtArgs{.epilogue = cuda::LtEpilogue::ReluMask, .bias = b.raw_data(),
-                                                   .aux = mask.raw_data(), .aux_ld = relu_mask_row_bits(m)});
-    if (!ran) GTEST_SKIP() << "cuBLASLt has no ReLU-mask epilogue for " << n << "x" << k << " @ " << k << "x" << m;
+    if (!relu_mask_epilogue(x, w, b, y, mask))
+      GTEST_SKIP() << "cuBLASLt has no ReLU-mask epilogue for " << n << "x" << k << " @ " << k << "x" << m;
     expect_close(y, relu(linear(x, w, b)), 1e-4, 1e-4);
     EXPECT_TRUE(equal(relu_mask_of(y).cpu(), mask.cpu())) << n << "x" << m;
   }
@@ -359,19 +366,7 @@ TEST(LinearEpilogues, ReluMaskEpilogueWritesNoRowPastItsOwn) {
         const Tensor y_all = full({n + kSpare, m}, 7.0, {.dtype = dtype, .device = dev});
         const Tensor mask_all = full({n + kSpare, words}, -1, {.dtype = kInt32, .device = dev});
         const Tensor y = y_all.narrow(0, 0, n), mask = mask_all.narrow(0, 0, n);
-        Gemm g;
-        g.dtype = dtype;
-        g.device = dev;
-        g.n = n;
-        g.m = m;
-        g.k = k;
-        g.a = GemmOperand{x.raw_data(), false, k, 0};
-        g.b = GemmOperand{w.raw_data(), true, k, 0};
-        g.out = y.raw_data();
-        g.ldc = m;
-        if (!cuda::gemm_lt(g, cuda::LtArgs{.epilogue = cuda::LtEpilogue::ReluMask, .bias = b.raw_data(),
-                                           .aux = mask.raw_data(), .aux_ld = relu_mask_row_bits(m)}))
-          continue;
+        if (!relu_mask_epilogue(x, w, b, y, mask)) continue;
         EXPECT_TRUE(equal(relu_mask_of(y).cpu(), mask.cpu()));
         EXPECT_TRUE(equal(y_all.narrow(0, n, kSpare).cpu(), full({kSpare, m}, 7.0, {.dtype = dtype})))
             << "the product wrote past its " << n << " rows";
