@@ -93,10 +93,12 @@ struct Descriptors {
   Descriptors& operator=(const Descriptors&) = delete;
 };
 
-// An algorithm and its workspace bytes, as cached per (device, direction, shapes, params, dtype).
+// An algorithm, its workspace bytes and the math type cuDNN named with it (set on the convolution
+// before it runs, as cuDNN asks), as cached per (device, direction, shapes, params, dtype).
 struct Choice {
   int algo = 0;
   size_t workspace = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
 };
 
 std::mutex g_cache_mutex;
@@ -127,7 +129,7 @@ std::vector<Choice> suggestions(bool tensor_cores, int max_count, Query query, S
     if (p.status != CUDNN_STATUS_SUCCESS || (!tensor_cores && uses_tensor_cores(p.mathType))) continue;
     size_t bytes = 0;
     if (size_of(p.algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
-    out.push_back({static_cast<int>(p.algo), bytes});
+    out.push_back({static_cast<int>(p.algo), bytes, p.mathType});
   }
   return out;
 }
@@ -184,7 +186,7 @@ Choice pick(const char* what, bool tensor_cores, const std::vector<Choice>& heur
   for (int i = 0; i < returned; ++i) {
     const Perf& p = perf[static_cast<size_t>(i)];
     if (p.status == CUDNN_STATUS_SUCCESS && (tensor_cores || !uses_tensor_cores(p.mathType)) && p.memory <= ws.bytes())
-      return {static_cast<int>(p.algo), p.memory};
+      return {static_cast<int>(p.algo), p.memory, p.mathType};
   }
   return heuristic.front();
 }
@@ -198,12 +200,18 @@ std::string disk_key(const std::string& key, int device) {
 std::optional<Choice> load_choice(const std::string& key) {
   const std::optional<std::string> saved = disk_cache_load("cudnn_conv", key);
   if (!saved) return std::nullopt;
-  int64_t fields[2] = {-1, 0};  // the algorithm, its workspace bytes
+  int64_t fields[3] = {-1, 0, -1};  // the algorithm, its workspace bytes, its math type
   if (saved->size() == sizeof fields) std::memcpy(fields, saved->data(), sizeof fields);
-  if (fields[0] >= 0 && fields[0] < 64 && fields[1] >= 0)
-    return Choice{static_cast<int>(fields[0]), static_cast<size_t>(fields[1])};
+  if (fields[0] >= 0 && fields[0] < 64 && fields[1] >= 0 && fields[2] >= 0 && fields[2] < 16)
+    return Choice{static_cast<int>(fields[0]), static_cast<size_t>(fields[1]), static_cast<cudnnMathType_t>(fields[2])};
   disk_cache_reject("cudnn_conv", key, "not an algorithm choice");
   return std::nullopt;
+}
+
+// Keeps choice `c` under `key` in the on-disk cache.
+void store_choice(const std::string& key, const Choice& c) {
+  const int64_t fields[3] = {c.algo, static_cast<int64_t>(c.workspace), static_cast<int64_t>(c.math)};
+  disk_cache_store("cudnn_conv", key, std::string(reinterpret_cast<const char*>(fields), sizeof fields));
 }
 
 // The cached choice for `key` on `device`, read from disk or computed by `pick` on first use.
@@ -221,8 +229,7 @@ Choice cached(const std::string& shape_key, int device, Pick pick) {
     // Under capture `pick` takes the heuristics' first choice: this process's, not one to keep.
     const bool timed = !current_stream_capturing();
     c = pick();
-    const int64_t fields[2] = {c->algo, static_cast<int64_t>(c->workspace)};
-    if (timed) disk_cache_store("cudnn_conv", on_disk, std::string(reinterpret_cast<const char*>(fields), sizeof fields));
+    if (timed) store_choice(on_disk, *c);
   }
   std::lock_guard<std::mutex> lock(g_cache_mutex);
   g_cache.emplace(key, *c);
@@ -236,6 +243,39 @@ Tensor workspace(size_t bytes, Device device) {
 }
 
 void* ws_ptr(const Tensor& ws) { return ws.defined() ? ws.raw_data() : nullptr; }
+
+// Runs `run(choice, workspace)` with the cached choice; where cuDNN refuses it (a bad parameter, or
+// not supported: some algorithms the heuristics list fail on some shapes, such as grouped 16-bit
+// convolutions) the heuristics' other suggestions in turn, keeping the first that runs as the
+// choice for this key. Raises when none runs.
+template <typename Heuristic, typename Run>
+void run_choice(const char* what, const std::string& shape_key, Device device, cudnnConvolutionDescriptor_t conv,
+                const Choice& c, Heuristic heuristic, Run run) {
+  auto attempt = [&](const Choice& choice) {
+    TG_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, choice.math));
+    const Tensor ws = workspace(choice.workspace, device);
+    return run(choice, ws_ptr(ws));
+  };
+  auto refused = [](cudnnStatus_t st) {
+    return CUDNN_STATUS_CATEGORY(st) == CUDNN_STATUS_BAD_PARAM || CUDNN_STATUS_CATEGORY(st) == CUDNN_STATUS_NOT_SUPPORTED;
+  };
+  const cudnnStatus_t first = attempt(c);
+  if (first == CUDNN_STATUS_SUCCESS) return;
+  if (!refused(first)) TG_CUDNN_CHECK(first);
+  for (const Choice& other : heuristic()) {
+    if (other.algo == c.algo && other.math == c.math) continue;
+    const cudnnStatus_t st = attempt(other);
+    if (st == CUDNN_STATUS_SUCCESS) {
+      if (!current_stream_capturing()) store_choice(disk_key(shape_key, device.index), other);
+      std::lock_guard<std::mutex> lock(g_cache_mutex);
+      g_cache[std::to_string(device.index) + "|" + shape_key] = other;
+      return;
+    }
+    if (!refused(st)) TG_CUDNN_CHECK(st);
+  }
+  TG_FAIL("[", what, "] cuDNN refused every algorithm it suggests for this convolution (", shape_key,
+          "); the first refusal: ", cudnnGetErrorString(first));
+}
 
 // alpha/beta scalars in the type cuDNN expects for the data type.
 struct Scaling {
@@ -266,19 +306,22 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Te
   DeviceGuard guard(dev);
   cudnnHandle_t h = cudnn_handle(dev);
   Descriptors d(x.sizes(), w.sizes(), y.sizes(), x.dtype(), p);
-  const Choice c = cached(cache_key("fwd", x.sizes(), w.sizes(), x.dtype(), p), dev, [&] {
-    int count = 0;
-    TG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count));
-    auto size_of = [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
-      return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, a, bytes);
-    };
-    const auto heuristic = suggestions<cudnnConvolutionFwdAlgoPerf_t>(
+  const std::string key = cache_key("fwd", x.sizes(), w.sizes(), x.dtype(), p);
+  int count = 0;
+  TG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count));
+  auto size_of = [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
+    return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, a, bytes);
+  };
+  auto heuristic = [&] {
+    return suggestions<cudnnConvolutionFwdAlgoPerf_t>(
         d.tensor_cores, count,
         [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* out) {
           return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, n, got, out);
         },
         size_of);
-    return pick<cudnnConvolutionFwdAlgoPerf_t>("conv2d", d.tensor_cores, heuristic,
+  };
+  const Choice c = cached(key, dev, [&] {
+    return pick<cudnnConvolutionFwdAlgoPerf_t>("conv2d", d.tensor_cores, heuristic(),
                                                search_workspace<cudnnConvolutionFwdAlgo_t>(count, size_of),
                                                [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* out, void* ws,
                                                    size_t bytes) {
@@ -287,11 +330,12 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Te
                                                      y.raw_data(), n, got, out, ws, bytes);
                                                });
   });
-  const Tensor ws = workspace(c.workspace, y.device());
   const Scaling s(x.dtype());
-  TG_CUDNN_CHECK(cudnnConvolutionForward(h, s.one(), d.x, x.raw_data(), d.w, w.raw_data(), d.conv,
-                                         static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws_ptr(ws), c.workspace,
-                                         s.zero(), d.y, y.raw_data()));
+  run_choice("conv2d", key, y.device(), d.conv, c, heuristic, [&](const Choice& ch, void* ws) {
+    return cudnnConvolutionForward(h, s.one(), d.x, x.raw_data(), d.w, w.raw_data(), d.conv,
+                                   static_cast<cudnnConvolutionFwdAlgo_t>(ch.algo), ws, ch.workspace, s.zero(), d.y,
+                                   y.raw_data());
+  });
   if (bias.defined()) {
     cudnnTensorDescriptor_t bd = nullptr;
     TG_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bd));
@@ -316,30 +360,35 @@ void conv_backward_input(const Tensor& gy, const Tensor& w, const Tensor& gx, co
   DeviceGuard guard(dev);
   cudnnHandle_t h = cudnn_handle(dev);
   Descriptors d(gx.sizes(), w.sizes(), gy.sizes(), gy.dtype(), p);
-  const Choice c = cached(cache_key("bwd_data", gx.sizes(), w.sizes(), gy.dtype(), p), dev, [&] {
-    int count = 0;
-    TG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
-    auto size_of = [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
-      return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, a, bytes);
-    };
-    const auto heuristic = suggestions<cudnnConvolutionBwdDataAlgoPerf_t>(
+  const std::string key = cache_key("bwd_data", gx.sizes(), w.sizes(), gy.dtype(), p);
+  int count = 0;
+  TG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
+  auto size_of = [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, a, bytes);
+  };
+  auto heuristic = [&] {
+    return suggestions<cudnnConvolutionBwdDataAlgoPerf_t>(
         d.tensor_cores, count,
         [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* out) {
           return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, n, got, out);
         },
         size_of);
+  };
+  const Choice c = cached(key, dev, [&] {
     return pick<cudnnConvolutionBwdDataAlgoPerf_t>(
-        "conv2d_backward_input", d.tensor_cores, heuristic, search_workspace<cudnnConvolutionBwdDataAlgo_t>(count, size_of),
+        "conv2d_backward_input", d.tensor_cores, heuristic(),
+        search_workspace<cudnnConvolutionBwdDataAlgo_t>(count, size_of),
         [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* out, void* ws, size_t bytes) {
           return cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w, w.raw_data(), d.y, gy.raw_data(), d.conv, d.x,
                                                              gx.raw_data(), n, got, out, ws, bytes);
         });
   });
-  const Tensor ws = workspace(c.workspace, gx.device());
   const Scaling s(gy.dtype());
-  TG_CUDNN_CHECK(cudnnConvolutionBackwardData(h, s.one(), d.w, w.raw_data(), d.y, gy.raw_data(), d.conv,
-                                              static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws_ptr(ws),
-                                              c.workspace, s.zero(), d.x, gx.raw_data()));
+  run_choice("conv2d_backward_input", key, gx.device(), d.conv, c, heuristic, [&](const Choice& ch, void* ws) {
+    return cudnnConvolutionBackwardData(h, s.one(), d.w, w.raw_data(), d.y, gy.raw_data(), d.conv,
+                                        static_cast<cudnnConvolutionBwdDataAlgo_t>(ch.algo), ws, ch.workspace,
+                                        s.zero(), d.x, gx.raw_data());
+  });
 }
 
 void conv_backward_weight(const Tensor& gy, const Tensor& x, const Tensor& gw, const ConvParams& p) {
@@ -354,30 +403,35 @@ void conv_backward_weight(const Tensor& gy, const Tensor& x, const Tensor& gw, c
   }
   cudnnHandle_t h = cudnn_handle(dev);
   Descriptors d(x.sizes(), gw.sizes(), gy.sizes(), gy.dtype(), p);
-  const Choice c = cached(cache_key("bwd_filter", x.sizes(), gw.sizes(), gy.dtype(), p), dev, [&] {
-    int count = 0;
-    TG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
-    auto size_of = [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
-      return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, bytes);
-    };
-    const auto heuristic = suggestions<cudnnConvolutionBwdFilterAlgoPerf_t>(
+  const std::string key = cache_key("bwd_filter", x.sizes(), gw.sizes(), gy.dtype(), p);
+  int count = 0;
+  TG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
+  auto size_of = [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, bytes);
+  };
+  auto heuristic = [&] {
+    return suggestions<cudnnConvolutionBwdFilterAlgoPerf_t>(
         d.tensor_cores, count,
         [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* out) {
           return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, n, got, out);
         },
         size_of);
+  };
+  const Choice c = cached(key, dev, [&] {
     return pick<cudnnConvolutionBwdFilterAlgoPerf_t>(
-        "conv2d_backward_weight", d.tensor_cores, heuristic, search_workspace<cudnnConvolutionBwdFilterAlgo_t>(count, size_of),
+        "conv2d_backward_weight", d.tensor_cores, heuristic(),
+        search_workspace<cudnnConvolutionBwdFilterAlgo_t>(count, size_of),
         [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* out, void* ws, size_t bytes) {
           return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x, x.raw_data(), d.y, gy.raw_data(), d.conv, d.w,
                                                                gw.raw_data(), n, got, out, ws, bytes);
         });
   });
-  const Tensor ws = workspace(c.workspace, gw.device());
   const Scaling s(gy.dtype());
-  TG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, s.one(), d.x, x.raw_data(), d.y, gy.raw_data(), d.conv,
-                                                static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws_ptr(ws),
-                                                c.workspace, s.zero(), d.w, gw.raw_data()));
+  run_choice("conv2d_backward_weight", key, gw.device(), d.conv, c, heuristic, [&](const Choice& ch, void* ws) {
+    return cudnnConvolutionBackwardFilter(h, s.one(), d.x, x.raw_data(), d.y, gy.raw_data(), d.conv,
+                                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(ch.algo), ws, ch.workspace,
+                                          s.zero(), d.w, gw.raw_data());
+  });
 }
 
 }  // namespace tg::cuda

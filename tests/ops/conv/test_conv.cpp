@@ -215,6 +215,41 @@ TEST(ConvCuda, CudnnMatchesCpuInFloat32AndFloat64) {
   }
 }
 
+// Grouped, strided and "valid"-padded convolutions under bfloat16 autocast on CUDA (the 16-bit
+// backward of input [3, 6, 3, 8], weight [6, 2, 3, 1], 3 groups, stride 2 was refused by cuDNN's
+// first choice): output and gradients within bfloat16 rounding of the float32 CPU result.
+TEST(ConvCuda, GroupedStridedConvolutionsUnderAutocast) {
+  TG_REQUIRE_CUDA();
+  struct Case {
+    Shape x, w;
+    int64_t groups;
+    Shape stride;
+    ConvPadding padding;
+  };
+  manual_seed(5);
+  for (const Case& c : std::vector<Case>{{{3, 6, 3, 8}, {6, 2, 3, 1}, 3, {2}, "valid"},
+                                         {{2, 4, 7, 7}, {8, 1, 3, 3}, 4, {2, 1}, "valid"},
+                                         {{2, 6, 9, 5}, {6, 3, 2, 2}, 2, {1}, "same"},
+                                         {{1, 8, 6, 6}, {4, 4, 3, 3}, 2, {3}, 1}}) {
+    SCOPED_TRACE(::testing::Message() << "x " << shape_str(c.x) << ", w " << shape_str(c.w) << ", groups " << c.groups);
+    const Tensor x = random_tensor(c.x, kFloat32), w = random_tensor(c.w, kFloat32);
+    const Tensor b = random_tensor({c.w[0]}, kFloat32);
+    auto run = [&](Device device, bool autocast) {
+      const Tensor xd = x.to(device).requires_grad_(true), wd = w.to(device).requires_grad_(true);
+      const Tensor bd = b.to(device).requires_grad_(true);
+      Tensor y;
+      {
+        AutocastGuard guard(device, kBFloat16, autocast);
+        y = conv2d(xd, wd, bd, c.stride, c.padding, {1}, c.groups);
+      }
+      (y.to(kFloat32) * y.to(kFloat32)).sum().backward();
+      return TensorList{y.to(kFloat32).cpu(), xd.grad().cpu(), wd.grad().cpu(), bd.grad().cpu()};
+    };
+    const TensorList want = run(kCPU, false), got = run(cuda_device(0), true);
+    for (size_t i = 0; i < want.size(); ++i) expect_close(got[i], want[i], 5e-2, 5e-2);
+  }
+}
+
 TEST(ConvCuda, GradcheckOnTheGpuInFloat64) {
   TG_REQUIRE_CUDA();
   Tensor x = random_tensor({2, 2, 5, 5}), w = random_tensor({3, 2, 3, 3}), b = random_tensor({3});
