@@ -341,8 +341,21 @@ std::optional<Tensor> fused_attention(const Tensor& q, const Tensor& k, const Te
   }
   const bool three = q.dim() == 3;
   auto four = [&](const Tensor& t) { return three ? t.unsqueeze(1) : t; };
-  const Tensor bias = mask.defined() ? mask4(mask, q.dim()) : Tensor();
-  const Tensor out = flash_attention(four(q), four(k), four(v), bias, scale, is_causal, dropout_p);
+  Tensor bias = mask.defined() ? mask4(mask, q.dim()) : Tensor();
+  // A row whose every key is masked gets zeros and zero gradients, as PyTorch 2.5+ gives it (its
+  // safe softmax), where the kernel's softmax over nothing would give NaN: such a row attends to
+  // every key instead, and its output is replaced by zeros, so the gradient through it is zero.
+  Tensor dead;  // [b|1, h|1, L|1, 1]: true for the rows that attend to nothing
+  if (bias.defined()) {
+    const bool boolean = bias.dtype() == kBool;
+    const Tensor kept = boolean ? to(bias, bias.device(), q.dtype()) : bias;
+    dead = eq(amax(kept, {-1}, true), boolean ? 0.0 : -std::numeric_limits<double>::infinity());
+    const Tensor attend_all =
+        scalar_tensor(boolean ? Scalar(true) : Scalar(0.0), {.dtype = bias.dtype(), .device = bias.device()});
+    bias = where(dead, attend_all, bias);
+  }
+  Tensor out = flash_attention(four(q), four(k), four(v), bias, scale, is_causal, dropout_p);
+  if (dead.defined()) out = where(dead, scalar_tensor(0.0, {.dtype = out.dtype(), .device = out.device()}), out);
   return three ? out.squeeze(1) : out;
 }
 

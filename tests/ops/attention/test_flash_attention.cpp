@@ -175,7 +175,9 @@ double tol_of(DType dtype) { return dtype == kBFloat16 ? 2.5e-2 : 4e-3; }
 struct AttnCase {
   int64_t B, H, L, S, D;
   bool causal;
-  int mask;  // 0 none, 1 additive [L, S], 2 bool [B, 1, L, S], 3 bool key padding [B, 1, 1, S]
+  // 0 none, 1 additive [L, S], 2 bool [B, 1, L, S], 3 bool key padding [B, 1, 1, S]; 4, 5, 6: the
+  // same with rows that attend to nothing (queries 1 and 5 of 1, 2; batch 0 of 3).
+  int mask;
 };
 
 std::string name_of(const AttnCase& c, DType dtype) {
@@ -201,6 +203,17 @@ Tensor make_mask(const AttnCase& c, DType dtype) {
     Tensor keep = lt(rand({c.B, 1, 1, c.S}, {.device = dev}), 0.6);
     keep.slice(3, 0, 1).fill_(true);
     return keep;
+  }
+  if (c.mask >= 4) {  // as mask - 3, with rows masked whole
+    Tensor m = make_mask({c.B, c.H, c.L, c.S, c.D, c.causal, c.mask - 3}, dtype);
+    const Scalar none = c.mask == 4 ? Scalar(-kInf) : Scalar(false);
+    if (c.mask == 6) {
+      m.select(0, 0).fill_(none);
+    } else {
+      m.select(-2, 1).fill_(none);
+      m.select(-2, 5).fill_(none);
+    }
+    return m;
   }
   return Tensor();
 }
@@ -284,6 +297,15 @@ TEST(FlashAttentionCuda, MasksAndUnequalLengths) {
   // Causal with L != S: PyTorch's is_causal aligns the mask at the top left.
   check_case({2, 2, 77, 200, 64, true, 0}, kBFloat16);
   check_case({2, 2, 200, 77, 64, true, 0}, kBFloat16);
+}
+
+// Rows whose every key is masked: zeros out and zero gradients through them, as PyTorch 2.5+ and the
+// composed path give (the kernel alone would give NaN there and in every gradient).
+TEST(FlashAttentionCuda, FullyMaskedRowsGiveZerosAndZeroGradients) {
+  TG_REQUIRE_CUDA();
+  manual_seed(14);
+  for (DType dtype : {kBFloat16, kFloat16})
+    for (int mask : {4, 5, 6}) check_case({2, 3, 77, 77, 64, false, mask}, dtype);
 }
 
 TEST(FlashAttentionCuda, BatchTimesHeadsOfOneAndOfThousands) {
