@@ -107,8 +107,8 @@ class GlooCommunicator final : public Communicator {
   CollectiveTag begin(CollectiveKind kind, DType dtype, int64_t numel, ReduceOp op, int root) {
     const CollectiveHeader mine = CollectiveHeader::make(kind, dtype, numel, op, root, ++sequence_);
     const CollectiveTag tag{collective_kind_name(kind), sequence_, current_collective_context().describe()};
-    const std::vector<std::string> all = mesh_.exchange(tag, mine.encode());
     const std::string bytes = mine.encode();
+    const std::vector<std::string> all = mesh_.exchange(tag, bytes);
     for (int r = 0; r < mesh_.world_size(); ++r) {
       if (all[static_cast<size_t>(r)] == bytes) continue;
       mesh_.mark_broken(tag);
