@@ -50,7 +50,8 @@ void expect_parity(const ProcessResult& r, int world) {
 // Two tgrun processes on this machine posing as two hosts of one rank each, meeting on a free port.
 // Each "host" has a loopback address of its own (TG_SOCKET_ADDR: 127.0.0.2 for the master, 127.0.0.3),
 // which its rank's Gloo pairs listen on; Gloo connects the pair from the higher address to the
-// lower one, so rank 1 dials 127.0.0.2 and nothing relies on 127.0.0.1.
+// lower one, so rank 1 dials 127.0.0.2 (from a source address the kernel picks: 127.0.0.1 on
+// loopback, another host's own address on a network). Rank 0 may know rank 1 by either address.
 std::pair<Started, Started> two_hosts(const std::string& args, const std::string& env = "") {
   const std::string port = std::to_string(tg::distributed::net::find_free_port());
   auto node = [&](int node_rank) {
@@ -88,7 +89,8 @@ TEST(DdpCpuProcesses, RankKilledOnOneHostFailsTheOtherNamingIt) {
 TEST(DdpCpuProcesses, RankKilledMidStepOnOneHostFailsTheOtherNamingIt) {
   // Killed by a timer rather than at a step boundary: wherever rank 0 is then (inside Gloo's
   // transfers or in the headers that open a collective), the lost connection names rank 1, at once
-  // or, where Gloo only notices it at the timeout (a send still queued for rank 1), after 5 s.
+  // or, where Gloo only notices it at the timeout (a transfer with rank 1 under way), after 5 s.
+  // Run it repeatedly (--gtest_repeat) to meet every case: which address names rank 1 is a race.
   auto [first, second] = two_hosts("die-after 300", "TG_TEST_TIMEOUT_MS=5000");
   ProcessResult r0 = finish(first), r1 = finish(second);
   std::printf("host 0:\n%shost 1:\n%s", r0.output.c_str(), r1.output.c_str());

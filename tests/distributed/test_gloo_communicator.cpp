@@ -1,9 +1,10 @@
 // The CPU backend (Gloo's collectives) with 1 to 4 ranks as threads of this process: every
 // collective against float64 references, uneven and empty sizes, every dtype and reduce op, the
 // same bits on every rank, 16-bit floats rounded once, NaN and integer overflow in the reductions
-// tapegraph gives Gloo, the store adapter Gloo meets through, SIGPIPE kept from ending the process,
-// and the errors of a rank that never comes, one that leaves, ranks that issue different collectives
-// and an address that is not this host's.
+// tapegraph gives Gloo, the store adapter Gloo meets through, the addresses that tell which rank a
+// Gloo message is about, SIGPIPE kept from ending the process, and the errors of a rank that never
+// comes, one that leaves, ranks that issue different collectives and an address that is not this
+// host's.
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 #include <thread>
 
 #include "distributed/collectives/collectives.h"
+#include "distributed/collectives/gloo/peer_addresses.h"
 #include "distributed/collectives/gloo/sigpipe_block.h"
 #include "distributed/collectives/gloo/store_adapter.h"
 #include "distributed/rendezvous/store.h"
@@ -359,6 +361,22 @@ TEST(GlooCommunicator, StoreAdapterPrefixesKeysAndBoundsWaits) {
   const auto waited = std::chrono::steady_clock::now() - start;
   EXPECT_GE(waited, 150ms);
   EXPECT_LT(waited, 1s);  // Gloo's timeout, not the store's 2 s
+}
+
+TEST(GlooCommunicator, PeerAddressesNameTheRankAGlooMessageIsAbout) {
+  // Gloo names a lost connection by the remote end's address: the socket's remote end, or the
+  // address the peer listened on where it dialled in first. Both name the same rank.
+  PeerAddresses names(3);
+  names.add(1, "[127.0.0.1]:4123");  // rank 1's end of its connection to this rank
+  names.add(1, "[127.0.0.3]:9143");  // the address rank 1 listened on for it
+  names.add(2, "[127.0.0.1]:41234");
+  names.add(2, "");  // no name: ignored
+  EXPECT_EQ(names.find("[pair.cc:589] Read error [127.0.0.1]:41234: Connection reset by peer"), 2);
+  EXPECT_EQ(names.find("[pair.cc:589] Read error [127.0.0.1]:4123: Connection reset by peer"), 1);
+  EXPECT_EQ(names.find("[pair.cc:598] Connection closed by peer [127.0.0.3]:9143"), 1);
+  EXPECT_EQ(names.find("[pair.cc:598] Connection closed by peer [127.0.0.3]:91430"), -1);  // a longer port
+  EXPECT_EQ(names.find("Timed out waiting 300ms for recv operation to complete"), -1);
+  EXPECT_THROW_MSG(names.add(3, "[127.0.0.1]:1"), "address '[127.0.0.1]:1' for rank 3: expected a rank in [0, 3)");
 }
 
 TEST(GlooCommunicator, AnAddressOfAnotherHostIsAClearError) {

@@ -7,7 +7,6 @@
 #include <gloo/types.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdlib>
 
 #include "distributed/collectives/collective_context.h"
@@ -53,7 +52,7 @@ std::string CollectiveTag::describe() const { return describe_collective(name, s
 
 GlooMesh::GlooMesh(int rank, int world_size, TcpStore& store, std::chrono::milliseconds timeout,
                    const std::string& master_addr, int master_port)
-    : rank_(rank), world_size_(world_size), timeout_(timeout) {
+    : rank_(rank), world_size_(world_size), timeout_(timeout), peer_addresses_(world_size) {
   const SigpipeBlock no_sigpipe;  // also for the event loop thread the device starts
   const std::string host = host_address(master_addr, master_port);
   gloo::transport::tcp::attr attr;
@@ -76,41 +75,11 @@ GlooMesh::GlooMesh(int rank, int world_size, TcpStore& store, std::chrono::milli
             net::format_duration(timeout), " (", e.what(), "): expected every host to reach the others on any TCP "
             "port (a firewall? TG_SOCKET_IFNAME or TG_SOCKET_ADDR picks the network the hosts share)");
   }
+  peer_addresses_ = PeerAddresses::learn(store, kKeyPrefix, *context);
   context_ = std::move(context);
-  learn_peer_addresses(store);
 }
 
 GlooMesh::~GlooMesh() = default;
-
-void GlooMesh::learn_peer_addresses(TcpStore& store) {
-  // Gloo names a failed connection by its remote end ("Connection closed by peer [10.0.0.2]:41234").
-  // Each rank publishes its own end of every connection, so the others can tell which rank that is.
-  std::string mine;
-  for (int p = 0; p < world_size_; ++p)
-    net::put_bytes(mine, p == rank_ ? std::string() : context_->getPair(p)->address().str());
-  store.set(std::string(kKeyPrefix) + "ends/" + std::to_string(rank_), mine);
-  peer_addresses_.assign(static_cast<size_t>(world_size_), "");
-  for (int p = 0; p < world_size_; ++p) {
-    if (p == rank_) continue;
-    const std::string theirs = store.get(std::string(kKeyPrefix) + "ends/" + std::to_string(p));
-    net::Reader r(theirs);
-    for (int q = 0; q <= rank_; ++q) peer_addresses_[static_cast<size_t>(p)] = r.bytes();
-    TG_CHECK(r.ok(), "[distributed] rank ", rank_, " read a malformed list of addresses of rank ", p,
-             " from the store: expected one per rank");
-  }
-}
-
-int GlooMesh::peer_in_message(const std::string& message) const {
-  for (int p = 0; p < world_size_; ++p) {
-    const std::string& address = peer_addresses_[static_cast<size_t>(p)];
-    if (address.empty()) continue;
-    for (size_t at = message.find(address); at != std::string::npos; at = message.find(address, at + 1)) {
-      const size_t end = at + address.size();
-      if (end == message.size() || !std::isdigit(static_cast<unsigned char>(message[end]))) return p;  // not a longer port
-    }
-  }
-  return -1;
-}
 
 std::pair<int, std::string> GlooMesh::first_failed_peer() const {
   // Gloo's timeout has put every connection into an error state, so a send fails at once with the
@@ -122,7 +91,7 @@ std::pair<int, std::string> GlooMesh::first_failed_peer() const {
     try {
       context_->getPair(p)->send(probe.get(), gloo::Slot::build(kExchangeSlotPrefix, 1), 0, 0);
     } catch (const std::exception& e) {
-      if (peer_in_message(e.what()) == p) return {p, e.what()};
+      if (peer_addresses_.find(e.what()) == p) return {p, e.what()};
     }
   }
   return {-1, ""};
@@ -201,11 +170,12 @@ void GlooMesh::run(const CollectiveTag& tag, const std::function<void()>& gloo_c
 }
 
 void GlooMesh::fail_from_gloo(const CollectiveTag& tag, const std::string& message, bool timed_out, int waiting_for) {
-  if (const int peer = peer_in_message(message); peer >= 0) fail(tag, lost_peer(peer, message));
+  if (const int peer = peer_addresses_.find(message); peer >= 0) fail(tag, lost_peer(peer, message));
   if (!timed_out) fail(tag, "failed in Gloo: " + message);
   const std::string after = "timed out after " + net::format_duration(timeout_);
-  // A peer that died while this rank still had bytes queued for it is only noticed at the timeout
-  // (this Gloo does not wake a wait for such a send); its connection kept the error naming it.
+  // A peer that died while a transfer with it was under way (a send queued on its socket, a message
+  // half received) is only noticed at the timeout: this Gloo does not wake those waits. Its
+  // connection kept the error naming it.
   if (const auto [peer, why] = first_failed_peer(); peer >= 0) fail(tag, after + ": " + lost_peer(peer, why));
   if (waiting_for >= 0)
     fail(tag, after + " waiting for data from rank " + std::to_string(waiting_for) + ": expected every rank to issue "

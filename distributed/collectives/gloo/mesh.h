@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "distributed/collectives/gloo/peer_addresses.h"
+
 namespace gloo {
 class Context;
 namespace transport {
@@ -65,8 +67,6 @@ class GlooMesh {
 
  private:
   void check_usable(const CollectiveTag& tag) const;
-  // Which peer Gloo's message is about, or -1: Gloo names a pair's remote end by address.
-  int peer_in_message(const std::string& message) const;
   // After Gloo's timeout: the first peer whose connection failed on its own, with Gloo's message (or -1).
   std::pair<int, std::string> first_failed_peer() const;
   [[noreturn]] void fail(const CollectiveTag& tag, const std::string& what);
@@ -74,15 +74,14 @@ class GlooMesh {
   // first, else `waiting_for` when not -1: the rank whose message never came) or another error.
   [[noreturn]] void fail_from_gloo(const CollectiveTag& tag, const std::string& message, bool timed_out,
                                    int waiting_for);
-  void learn_peer_addresses(TcpStore& store);
 
   int rank_;
   int world_size_;
   std::chrono::milliseconds timeout_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
-  // What Gloo's messages call the remote end of this rank's connection to each peer ("[10.0.0.2]:41234").
-  std::vector<std::string> peer_addresses_;
+  // What Gloo's messages call each peer: Gloo names a pair's remote end by address.
+  PeerAddresses peer_addresses_;
   std::string broken_;  // the collective that failed, when one did
 };
 
