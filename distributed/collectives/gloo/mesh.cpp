@@ -28,8 +28,10 @@ constexpr uint8_t kExchangeSlotPrefix = 0x54;
 // Where Gloo's rendezvous keys, and the peers' addresses, live in the job's store.
 const char* const kKeyPrefix = "tg/gloo/";
 
+// The time left until `deadline`, rounded up: a wait that long ends at or after the deadline, so a
+// wait that ran out is told apart from an error by the clock (at least 1 ms, for Gloo's waits).
 std::chrono::milliseconds left_until(Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
   return std::max(left, std::chrono::milliseconds(1));
 }
 
