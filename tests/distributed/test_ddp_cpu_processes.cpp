@@ -1,7 +1,7 @@
 // DistributedDataParallel on the CPU backend (Gloo), across processes started by tgrun: two ranks
 // on one host, and two "hosts" (two tgrun, --nnodes 2, on loopback addresses 127.0.0.2 and
-// 127.0.0.3) train to the losses and end with the parameters of a one-process run on the whole
-// batches, eagerly and compiled (aot_eager); a rank killed on one host (at a step's start, or by a
+// 127.0.0.3) train the digits MLP to the losses and end with the parameters of a one-process run
+// on the whole batches, eagerly and compiled (aot_eager); a rank killed on one host (at a step's start, or by a
 // timer anywhere in a step) makes the other host's rank fail naming it; a rank that stops calling
 // collectives makes the others time out naming the collective, its DDP bucket and the step, and
 // every rank exits.
