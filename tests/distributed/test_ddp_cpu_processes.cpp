@@ -1,10 +1,10 @@
 // DistributedDataParallel on the CPU backend (Gloo), across processes started by tgrun: two ranks
 // on one host, and two "hosts" (two tgrun, --nnodes 2, on loopback addresses 127.0.0.2 and
-// 127.0.0.3) train the digits MLP to the losses and end with the parameters of a one-process run
-// on the whole batches, eagerly and compiled (aot_eager); a rank killed on one host (at a step's start, or by a
-// timer anywhere in a step) makes the other host's rank fail naming it; a rank that stops calling
-// collectives makes the others time out naming the collective, its DDP bucket and the step, and
-// every rank exits.
+// 127.0.0.3, with the store on the first or on 127.0.0.1) train the digits MLP to the losses and
+// end with the parameters of a one-process run on the whole batches, eagerly and compiled
+// (aot_eager); a rank killed on one host (at a step's start, or by a timer anywhere in a step)
+// makes the other host's rank fail naming it; a rank that stops calling collectives makes the
+// others time out naming the collective, its DDP bucket and the step, and every rank exits.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -52,12 +52,14 @@ void expect_parity(const ProcessResult& r, int world) {
 // which its rank's Gloo pairs listen on; Gloo connects the pair from the higher address to the
 // lower one, so rank 1 dials 127.0.0.2 (from a source address the kernel picks: 127.0.0.1 on
 // loopback, another host's own address on a network). Rank 0 may know rank 1 by either address.
-std::pair<Started, Started> two_hosts(const std::string& args, const std::string& env = "") {
+// The store is served at `master` (the master's own address unless told otherwise).
+std::pair<Started, Started> two_hosts(const std::string& args, const std::string& env = "",
+                                      const std::string& master = "127.0.0.2") {
   const std::string port = std::to_string(tg::distributed::net::find_free_port());
   auto node = [&](int node_rank) {
     return start("env " + env + " TG_SOCKET_ADDR=127.0.0." + std::to_string(node_rank + 2) + " " + kTgrun +
-                 " --nnodes 2 --node-rank " + std::to_string(node_rank) +
-                 " --nproc-per-node 1 --master-addr 127.0.0.2 --master-port " + port + " " + kWorker + " " + args);
+                 " --nnodes 2 --node-rank " + std::to_string(node_rank) + " --nproc-per-node 1 --master-addr " +
+                 master + " --master-port " + port + " " + kWorker + " " + args);
   };
   Started second = node(1);  // the second host may come first: it waits for the master
   Started first = node(0);
@@ -68,11 +70,18 @@ TEST(DdpCpuProcesses, TwoRanksOnOneHostEqualOneProcessOnTheWholeBatch) {
   expect_parity(finish(start(kTgrun + " --nproc-per-node 2 " + kWorker + " parity")), 2);
 }
 
-TEST(DdpCpuProcesses, TwoHostsOnLoopbackEqualOneProcessOnTheWholeBatch) {
-  auto [first, second] = two_hosts("parity");
+void expect_two_host_parity(const std::string& master) {
+  auto [first, second] = two_hosts("parity", "", master);
   ProcessResult r0 = finish(first), r1 = finish(second);
   ProcessResult both{r0.status != 0 ? r0.status : r1.status, r0.output + r1.output};
   expect_parity(both, 2);
+}
+
+TEST(DdpCpuProcesses, TwoHostsOnLoopbackEqualOneProcessOnTheWholeBatch) { expect_two_host_parity("127.0.0.2"); }
+
+TEST(DdpCpuProcesses, TwoHostsWithTheStoreOn127001EqualOneProcessOnTheWholeBatch) {
+  // The store at 127.0.0.1, an address neither host's Gloo pairs listen on.
+  expect_two_host_parity("127.0.0.1");
 }
 
 TEST(DdpCpuProcesses, RankKilledOnOneHostFailsTheOtherNamingIt) {
