@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake ninja-build g++ libeigen3-dev libopenblas-dev libdnnl-dev libgtest-dev libbenchmark-dev zlib1g-dev nlohmann-json3-dev python3-torch)
+packages=(cmake ninja-build g++ libeigen3-dev libopenblas-dev libdnnl-dev libgtest-dev libbenchmark-dev zlib1g-dev nlohmann-json3-dev libgloo-dev python3-torch)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -31,14 +31,14 @@ class SelfCommunicator final : public Communicator {
   void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) override;
 };
 
-// Ring collectives over TCP between the processes of a group of several ranks, on CPU tensors
-// (the CPU backend). Every rank listens on a free port and publishes its address through `store`;
-// each connects to the next rank of the ring. Setup and every transfer are bounded by `timeout`:
-// past it a tg::Error names the collective, its sequence number and the peer rank waited for.
-// `master_addr`/`master_port` pick the interface to publish (TG_SOCKET_IFNAME overrides it).
-std::unique_ptr<Communicator> make_tcp_communicator(int rank, int world_size, TcpStore& store,
-                                                    std::chrono::milliseconds timeout, const std::string& master_addr,
-                                                    int master_port);
+// Gloo's collectives between the processes of a group of several ranks, on CPU tensors (the CPU
+// backend): a Gloo context whose pairs connect every rank to every other, met through `store`.
+// Setup and every collective are bounded by `timeout`: past it a tg::Error names this rank, the
+// collective, its sequence number and the peer rank waited for. This host's address is
+// TG_SOCKET_ADDR, else that of interface TG_SOCKET_IFNAME, else the route toward master_addr:master_port.
+std::unique_ptr<Communicator> make_gloo_communicator(int rank, int world_size, TcpStore& store,
+                                                     std::chrono::milliseconds timeout, const std::string& master_addr,
+                                                     int master_port);
 
 #ifdef TG_WITH_CUDA
 // NCCL over the CUDA devices of all ranks. Rank 0 makes the unique id and publishes it through

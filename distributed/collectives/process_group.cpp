@@ -15,7 +15,7 @@ std::shared_ptr<ProcessGroup> g_default;
 
 std::string resolve_backend(const std::string& asked) {
   if (asked == "auto") return cuda_is_available() ? "nccl" : "cpu";
-  if (asked == "cpu" || asked == "tcp") return "cpu";
+  if (asked == "cpu" || asked == "gloo" || asked == "tcp") return "cpu";
   if (asked == "nccl") {
 #ifndef TG_WITH_CUDA
     TG_FAIL("[distributed] backend 'nccl' but tapegraph was built without CUDA: expected backend 'cpu' or 'auto'");
@@ -24,7 +24,7 @@ std::string resolve_backend(const std::string& asked) {
              "backend 'cpu' or 'auto'");
     return "nccl";
   }
-  TG_FAIL("[distributed] unknown backend '", asked, "': expected 'auto', 'nccl', 'cpu' or 'tcp'");
+  TG_FAIL("[distributed] unknown backend '", asked, "': expected 'auto', 'nccl', 'cpu', 'gloo' or 'tcp'");
 }
 
 Device pick_device(const Environment& env, const std::string& backend) {
@@ -62,11 +62,11 @@ ProcessGroup::ProcessGroup(const Environment& env, const InitOptions& options)
     comm_ = std::make_unique<SelfCommunicator>();
     return;
   }
-  comm_ = make_tcp_communicator(env_.rank, env_.world_size, *store_, options_.timeout, env_.master_addr,
-                                env_.master_port);
+  comm_ = make_gloo_communicator(env_.rank, env_.world_size, *store_, options_.timeout, env_.master_addr,
+                                 env_.master_port);
   // Nobody leaves before every rank is done with the store: rank 0 serves it, and a collective of no
   // elements (which moves nothing) could otherwise let it exit while a peer still reads an address.
-  store_->barrier("tg/ring/ready");
+  store_->barrier("tg/gloo/ready");
 }
 
 ProcessGroup::~ProcessGroup() = default;

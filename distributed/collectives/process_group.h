@@ -1,5 +1,5 @@
 // Process groups: the processes that train together, their ranks, and the transport between them
-// (NCCL on CUDA devices, or ring collectives over TCP on CPU tensors).
+// (NCCL on CUDA devices, or Gloo on CPU tensors).
 #pragma once
 
 #include <chrono>
@@ -24,9 +24,9 @@ struct InitOptions {
   // or the replayed graph) instead of hanging on a dead peer; the CPU backend throws, NCCL's watchdog
   // aborts the communicator and exits the process.
   std::chrono::milliseconds timeout = std::chrono::minutes(5);
-  // The transport: "nccl" (one CUDA device per process), "cpu" (alias "tcp": ring collectives over
-  // TCP sockets on CPU tensors, on one host or several, even where CUDA devices exist) or "auto"
-  // (NCCL when this machine has CUDA devices, else the CPU backend).
+  // The transport: "nccl" (one CUDA device per process), "cpu" (aliases "gloo" and "tcp": Gloo's
+  // collectives over TCP on CPU tensors, on one host or several, even where CUDA devices exist) or
+  // "auto" (NCCL when this machine has CUDA devices, else the CPU backend).
   std::string backend = "auto";
 };
 

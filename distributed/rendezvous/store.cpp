@@ -95,14 +95,18 @@ std::optional<std::string> TcpStore::wait_locked(const std::string& body, std::c
   return value;
 }
 
-std::string TcpStore::get(const std::string& key) {
+std::string TcpStore::get(const std::string& key) { return get(key, timeout_); }
+
+std::string TcpStore::get(const std::string& key, std::chrono::milliseconds timeout) {
+  TG_CHECK(timeout.count() > 0, "[distributed] TcpStore get('", key, "') with a timeout of ", timeout.count(),
+           " ms: expected a positive timeout");
   std::lock_guard<std::mutex> lock(mutex_);
   std::string body;
   net::put_u8(body, static_cast<uint8_t>(StoreOp::kGet));
   net::put_bytes(body, key);
-  net::put_i64(body, timeout_.count());
-  std::optional<std::string> value = wait_locked(body, timeout_, "get('" + key + "')");
-  TG_CHECK(value.has_value(), "[distributed] rendezvous timed out after ", net::format_duration(timeout_),
+  net::put_i64(body, timeout.count());
+  std::optional<std::string> value = wait_locked(body, timeout, "get('" + key + "')");
+  TG_CHECK(value.has_value(), "[distributed] rendezvous timed out after ", net::format_duration(timeout),
            " waiting for key '", key, "' at ", where(), ": expected some rank to set it (did a rank fail earlier?)");
   return std::move(*value);
 }

@@ -45,6 +45,8 @@ class TcpStore {
   void set(const std::string& key, const std::string& value);
   // The value of `key`, waiting until some rank sets it (at most the store's timeout).
   std::string get(const std::string& key);
+  // The value of `key`, waiting at most `timeout` for some rank to set it.
+  std::string get(const std::string& key, std::chrono::milliseconds timeout);
   // Adds `delta` to the integer under `key` (0 when unset) and returns the sum: a shared counter.
   int64_t add(const std::string& key, int64_t delta);
   // Whether `key` is set now, without waiting.

@@ -1,14 +1,29 @@
-// The CPU backend (ring collectives over TCP) with 1 to 4 ranks as threads of this process: every
+// The CPU backend (Gloo's collectives) with 1 to 4 ranks as threads of this process: every
 // collective against float64 references, uneven and empty sizes, every dtype and reduce op, the
-// same bits on every rank, 16-bit floats rounded once, and the errors of a rank that never comes,
-// one that leaves, and ranks that issue different collectives.
+// same bits on every rank, 16-bit floats rounded once, NaN and integer overflow in the reductions
+// tapegraph gives Gloo, the store adapter Gloo meets through, the addresses that tell which rank a
+// Gloo message is about, SIGPIPE kept from ending the process, and the errors of a rank that never
+// comes, one that leaves, ranks that issue different collectives and an address that is not this
+// host's.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include "distributed/collectives/collectives.h"
+#include "distributed/collectives/gloo/peer_addresses.h"
+#include "distributed/collectives/gloo/sigpipe_block.h"
+#include "distributed/collectives/gloo/store_adapter.h"
+#include "distributed/rendezvous/store.h"
 #include "support/test_support.h"
 #include "support/thread_ranks.h"
 
@@ -97,7 +112,7 @@ std::vector<Case> reduction_cases(int world, int64_t in_blocks, int64_t out_bloc
   return cases;
 }
 
-TEST(TcpCommunicator, AllReduceEveryDtypeOpAndSize) {
+TEST(GlooCommunicator, AllReduceEveryDtypeOpAndSize) {
   for (int world = 1; world <= 4; ++world) {
     std::vector<Case> cases = reduction_cases(world, 1, 1);
     run_ranks(world, [&](ProcessGroup& g) {
@@ -113,9 +128,9 @@ TEST(TcpCommunicator, AllReduceEveryDtypeOpAndSize) {
   }
 }
 
-TEST(TcpCommunicator, AllReduceInPlaceLargeAndBool) {
+TEST(GlooCommunicator, AllReduceInPlaceLargeAndBool) {
   const int world = 3;
-  const int64_t n = 300'001;  // several reads per ring step, folded as they arrive
+  const int64_t n = 300'001;  // more than Gloo's 1 MiB segments, and not a multiple of the world size
   TensorList data, in;
   for (int r = 0; r < world; ++r) {
     in.push_back(rank_input(r, n, kFloat32));
@@ -133,7 +148,7 @@ TEST(TcpCommunicator, AllReduceInPlaceLargeAndBool) {
   for (const Tensor& t : got) EXPECT_TRUE(same_bits(t, tensor({true, false, true, false})));
 }
 
-TEST(TcpCommunicator, SixteenBitFloatsAreRoundedOnce) {
+TEST(GlooCommunicator, SixteenBitFloatsAreRoundedOnce) {
   // 1 + 2^-11 + 2^-11 is 1 + 2^-10 in float16; rounding after each hop would give 1 twice (ties to even).
   const int world = 3;
   TensorList in, out;
@@ -145,7 +160,7 @@ TEST(TcpCommunicator, SixteenBitFloatsAreRoundedOnce) {
   for (const Tensor& t : out) EXPECT_EQ(t.to(kFloat64).item<double>(), 1.0 + 1.0 / 1024);
 }
 
-TEST(TcpCommunicator, AllReduceIntoPacksAndAverages) {
+TEST(GlooCommunicator, AllReduceIntoPacksAndAverages) {
   const int world = 3;
   std::vector<TensorList> ins(world);
   TensorList flat;
@@ -168,11 +183,11 @@ TEST(TcpCommunicator, AllReduceIntoPacksAndAverages) {
   }
 }
 
-TEST(TcpCommunicator, BroadcastFromEveryRootAcrossSegments) {
+TEST(GlooCommunicator, BroadcastFromEveryRootSmallAndLarge) {
   for (int world = 1; world <= 4; ++world) {
     std::vector<Case> cases;
     for (int root : {0, world - 1}) {
-      for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{600'000}}) {  // 600k float32: 3 segments
+      for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{600'000}}) {  // 600k float32: 2.4 MB
         Case c{"world " + std::to_string(world) + " root " + std::to_string(root) + " n=" + std::to_string(n),
                kFloat32, ReduceOp::Sum, root, {}, {}};
         for (int r = 0; r < world; ++r) {
@@ -190,7 +205,7 @@ TEST(TcpCommunicator, BroadcastFromEveryRootAcrossSegments) {
   }
 }
 
-TEST(TcpCommunicator, AllGatherAndReduceScatter) {
+TEST(GlooCommunicator, AllGatherAndReduceScatter) {
   for (int world = 1; world <= 4; ++world) {
     std::vector<Case> gathers;
     for (DType dtype : kDtypes) {
@@ -219,7 +234,7 @@ TEST(TcpCommunicator, AllGatherAndReduceScatter) {
   }
 }
 
-TEST(TcpCommunicator, CollectiveOpsAndGradientsAcrossThreads) {
+TEST(GlooCommunicator, CollectiveOpsAndGradientsAcrossThreads) {
   const int world = 2;
   TensorList x(world), summed(world), grads(world), gathered(world);
   for (int r = 0; r < world; ++r) x[r] = rank_input(r, 4, kFloat64).requires_grad_(true);
@@ -241,7 +256,7 @@ TEST(TcpCommunicator, CollectiveOpsAndGradientsAcrossThreads) {
   }
 }
 
-TEST(TcpCommunicator, RankThatNeverArrivesIsNamedAfterTheTimeout) {
+TEST(GlooCommunicator, RankThatNeverArrivesIsNamedAfterTheTimeout) {
   std::atomic<bool> done{false};
   Tensor a = ones({3}), b = ones({3});
   const auto errors = run_ranks_collecting(
@@ -266,7 +281,7 @@ TEST(TcpCommunicator, RankThatNeverArrivesIsNamedAfterTheTimeout) {
   EXPECT_EQ(a.sum().item<float>(), 6.0f);
 }
 
-TEST(TcpCommunicator, RankThatLeavesIsNamed) {
+TEST(GlooCommunicator, RankThatLeavesIsNamed) {
   Tensor a = ones({100});
   const auto errors = run_ranks_collecting(2, [&](ProcessGroup& g) {
     if (g.rank() == 0) return;  // rank 0 leaves: its sockets close
@@ -276,7 +291,7 @@ TEST(TcpCommunicator, RankThatLeavesIsNamed) {
   for (const auto& e : errors) EXPECT_FALSE(e);
 }
 
-TEST(TcpCommunicator, MismatchedCollectivesNameBothSides) {
+TEST(GlooCommunicator, MismatchedCollectivesNameBothSides) {
   TensorList t = {ones({4}), ones({4})};
   const auto errors = run_ranks_collecting(2, [&](ProcessGroup& g) {
     if (g.rank() == 0) {
@@ -290,22 +305,112 @@ TEST(TcpCommunicator, MismatchedCollectivesNameBothSides) {
   for (const auto& e : errors) EXPECT_FALSE(e);
 }
 
-TEST(TcpCommunicator, AFailedRankClosesItsLinksSoTheRingFailsPromptly) {
-  // Rank 0 disagrees with rank 2 (its predecessor) and rank 1 with rank 0; rank 2 agrees with rank 1
-  // and would wait for its data until the timeout, but rank 1 closes its links when it fails.
+TEST(GlooCommunicator, EveryRankSeesEveryHeaderSoAMismatchFailsEverywhereAtOnce) {
+  // Rank 0 disagrees with ranks 1 and 2, which agree with each other: every rank compares its header
+  // with every other rank's, so all three fail at once, each naming the first rank that differs.
   TensorList t = {ones({4}), ones({4}), ones({4})};
   const auto start = std::chrono::steady_clock::now();
   const auto errors = run_ranks_collecting(3, [&](ProcessGroup& g) {
     Tensor& x = t[g.rank()];
-    if (g.rank() == 0) EXPECT_THROW_MSG(g.all_reduce(x, x, ReduceOp::Sum), "but rank 2 issued broadcast #1");
+    if (g.rank() == 0) EXPECT_THROW_MSG(g.all_reduce(x, x, ReduceOp::Sum), "but rank 1 issued broadcast #1");
     if (g.rank() == 1) EXPECT_THROW_MSG(g.broadcast(x, x, 0), "but rank 0 issued all_reduce #1");
-    if (g.rank() == 2) EXPECT_THROW_MSG(g.broadcast(x, x, 0), "rank 2: broadcast #1 lost rank 1");
+    if (g.rank() == 2) EXPECT_THROW_MSG(g.broadcast(x, x, 0), "rank 2 issued broadcast #1 of 4 float32 elements, root 0 "
+                                                               "but rank 0 issued all_reduce #1");
   });
   for (const auto& e : errors) EXPECT_FALSE(e);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
 }
 
-TEST(TcpCommunicator, BackendChoice) {
+TEST(GlooCommunicator, MaxLetsNaNWinAndIntegerSumsWrap) {
+  // Gloo has no bfloat16 and no NaN-propagating max: these are the reductions tapegraph gives it.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  TensorList floats = {tensor({nan, 1.0f, 2.0f}), tensor({0.0f, nan, 3.0f})};
+  TensorList halves = {floats[0].to(kBFloat16), floats[1].to(kBFloat16)};
+  const int32_t big = std::numeric_limits<int32_t>::max();
+  TensorList ints = {tensor({big, -5}).to(kInt32), tensor({1, 2}).to(kInt32)};
+  TensorList max_f(2), max_h(2), sum_i(2);
+  run_ranks(2, [&](ProcessGroup& g) {
+    const int r = g.rank();
+    max_f[r] = empty({3});
+    max_h[r] = empty({3}, {.dtype = kBFloat16});
+    sum_i[r] = empty({2}, {.dtype = kInt32});
+    g.all_reduce(floats[r], max_f[r], ReduceOp::Max);
+    g.all_reduce(halves[r], max_h[r], ReduceOp::Max);
+    g.all_reduce(ints[r], sum_i[r], ReduceOp::Sum);
+  });
+  for (int r = 0; r < 2; ++r) {
+    for (const Tensor& got : {max_f[r], max_h[r].to(kFloat32)}) {
+      EXPECT_TRUE(std::isnan(got[0].item<float>()));
+      EXPECT_TRUE(std::isnan(got[1].item<float>()));
+      EXPECT_EQ(got[2].item<float>(), 3.0f);
+    }
+    EXPECT_TRUE(same_bits(sum_i[r], tensor({std::numeric_limits<int32_t>::min(), -3}).to(kInt32)));
+  }
+}
+
+TEST(GlooCommunicator, StoreAdapterPrefixesKeysAndBoundsWaits) {
+  TcpStore store("127.0.0.1", 0, 1, true, 2s, 0);
+  GlooStoreAdapter adapter(store, "tg/gloo/");
+  adapter.set("0", {'a', '\0', 'b'});
+  EXPECT_EQ(store.get("tg/gloo/0"), std::string("a\0b", 3));  // NUL bytes survive
+  EXPECT_EQ(adapter.get("0"), (std::vector<char>{'a', '\0', 'b'}));
+  EXPECT_FALSE(store.check("0"));
+  adapter.wait({"0"}, std::chrono::milliseconds(100));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW_MSG(adapter.wait({"0", "1"}, std::chrono::milliseconds(200)), "waiting for key 'tg/gloo/1'");
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, 150ms);
+  EXPECT_LT(waited, 1s);  // Gloo's timeout, not the store's 2 s
+}
+
+TEST(GlooCommunicator, PeerAddressesNameTheRankAGlooMessageIsAbout) {
+  // Gloo names a lost connection by the remote end's address: the socket's remote end, or the
+  // address the peer listened on where it dialled in first. Both name the same rank.
+  PeerAddresses names(3);
+  names.add(1, "[127.0.0.1]:4123");  // rank 1's end of its connection to this rank
+  names.add(1, "[127.0.0.3]:9143");  // the address rank 1 listened on for it
+  names.add(2, "[127.0.0.1]:41234");
+  names.add(2, "");  // no name: ignored
+  EXPECT_EQ(names.find("[pair.cc:589] Read error [127.0.0.1]:41234: Connection reset by peer"), 2);
+  EXPECT_EQ(names.find("[pair.cc:589] Read error [127.0.0.1]:4123: Connection reset by peer"), 1);
+  EXPECT_EQ(names.find("[pair.cc:598] Connection closed by peer [127.0.0.3]:9143"), 1);
+  EXPECT_EQ(names.find("[pair.cc:598] Connection closed by peer [127.0.0.3]:91430"), -1);  // a longer port
+  EXPECT_EQ(names.find("Timed out waiting 300ms for recv operation to complete"), -1);
+  EXPECT_THROW_MSG(names.add(3, "[127.0.0.1]:1"), "address '[127.0.0.1]:1' for rank 3: expected a rank in [0, 3)");
+}
+
+TEST(GlooCommunicator, AnAddressOfAnotherHostIsAClearError) {
+  // TG_SOCKET_ADDR names this host's address; one it does not have cannot be listened on.
+  ASSERT_EQ(setenv("TG_SOCKET_ADDR", "192.0.2.1", 1), 0);  // TEST-NET-1: never a local address
+  const auto errors = run_ranks_collecting(2, [](ProcessGroup&) {}, testing::thread_rank_options(500ms));
+  unsetenv("TG_SOCKET_ADDR");
+  ASSERT_TRUE(errors[0]);
+  EXPECT_THROW_MSG(std::rethrow_exception(errors[0]), "rank 0 could not open a Gloo TCP device on '192.0.2.1'");
+  EXPECT_TRUE(errors[1]);  // the same, or the store's error once rank 0 (its server) is gone
+}
+
+TEST(GlooCommunicator, SigpipeBlockTurnsAWriteToAClosedPeerIntoAnError) {
+  // Gloo writes without MSG_NOSIGNAL: inside the scope such a write fails with EPIPE instead of
+  // ending the process, and the scope leaves no SIGPIPE pending and the signal mask as it was.
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  ::close(fds[1]);
+  sigset_t before, after, pending;
+  pthread_sigmask(SIG_SETMASK, nullptr, &before);
+  {
+    SigpipeBlock scope;
+    errno = 0;
+    EXPECT_EQ(::write(fds[0], "x", 1), -1);
+    EXPECT_EQ(errno, EPIPE);
+  }
+  ::close(fds[0]);
+  pthread_sigmask(SIG_SETMASK, nullptr, &after);
+  EXPECT_EQ(sigismember(&after, SIGPIPE), sigismember(&before, SIGPIPE));
+  ASSERT_EQ(sigpending(&pending), 0);
+  EXPECT_EQ(sigismember(&pending, SIGPIPE), 0);
+}
+
+TEST(GlooCommunicator, BackendChoice) {
   InitOptions options;
   options.backend = "cpu";
   ProcessGroup one(Environment{}, options);
@@ -314,8 +419,10 @@ TEST(TcpCommunicator, BackendChoice) {
   options.backend = "tcp";
   EXPECT_EQ(ProcessGroup(Environment{}, options).backend(), "cpu");
   options.backend = "gloo";
+  EXPECT_EQ(ProcessGroup(Environment{}, options).backend(), "cpu");
+  options.backend = "mpi";
   EXPECT_THROW_MSG(ProcessGroup(Environment{}, options),
-                   "unknown backend 'gloo': expected 'auto', 'nccl', 'cpu' or 'tcp'");
+                   "unknown backend 'mpi': expected 'auto', 'nccl', 'cpu', 'gloo' or 'tcp'");
   options.backend = "auto";
   EXPECT_EQ(ProcessGroup(Environment{}, options).backend(), cuda_is_available() ? "nccl" : "cpu");
   if (!cuda_is_available()) {
