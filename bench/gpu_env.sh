@@ -11,6 +11,11 @@ if [ -n "$tg_deps" ] && compgen -G "$tg_deps/*.deb" >/dev/null; then
   tg_deps=$tg_prefix/usr
 fi
 if [ -n "$tg_deps" ]; then
+  # Debian's Gloo package names its library by absolute path (/usr/lib/libgloo.so.0.5.0) in its
+  # CMake targets: where the machine has none, that path points into the unpacked prefix.
+  for f in "$tg_deps"/lib/libgloo.so*; do
+    [ -e "$f" ] && [ ! -e "/usr/lib/$(basename "$f")" ] && ln -s "$f" "/usr/lib/$(basename "$f")" 2>/dev/null
+  done
   tg_arch_lib=$tg_deps/lib/x86_64-linux-gnu
   TG_CMAKE_ARGS+=(-DCMAKE_PREFIX_PATH="$tg_deps")
   export CMAKE_LIBRARY_PATH="$tg_arch_lib/openblas-pthread:${CMAKE_LIBRARY_PATH:-}"
