@@ -17,6 +17,7 @@
 #include "ops/factory/factory.h"
 #include "ops/index/masking.h"
 #include "ops/random/random.h"
+#include "ops/reduce/reduce.h"
 #include "ops/shape/pad.h"
 #include "tensor/grad_mode.h"
 #include "tensor/shape.h"
@@ -355,7 +356,11 @@ std::optional<Tensor> fused_attention(const Tensor& q, const Tensor& k, const Te
     bias = where(dead, attend_all, bias);
   }
   Tensor out = flash_attention(four(q), four(k), four(v), bias, scale, is_causal, dropout_p);
-  if (dead.defined()) out = where(dead, scalar_tensor(0.0, {.dtype = out.dtype(), .device = out.device()}), out);
+  // Zeroed in the kernel's [B, L, H, D] memory order, so that merging the heads stays a view.
+  if (dead.defined())
+    out = where(dead.transpose(1, 2), scalar_tensor(0.0, {.dtype = out.dtype(), .device = out.device()}),
+                out.transpose(1, 2))
+              .transpose(1, 2);
   return three ? out.squeeze(1) : out;
 }
 
