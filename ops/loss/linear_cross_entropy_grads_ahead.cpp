@@ -14,6 +14,10 @@
 #include "ops/reduce/reduce.h"
 #include "tensor/grad_mode.h"
 
+#ifdef TG_WITH_CUDA
+#include "ops/loss/cuda/linear_cross_entropy.h"
+#endif
+
 namespace tg {
 namespace {
 
@@ -47,6 +51,12 @@ class GradsScaleOp final : public Op {
     GradModeGuard no_grad(false);
     AutocastOffGuard no_autocast;
     for (size_t i = 0; i < out.size(); ++i) {
+#ifdef TG_WITH_CUDA
+      // One pass on CUDA: the product converted as it is written.
+      if (out[i].is_cuda() && in[i + 1].is_contiguous() && in[0].dtype() == in[i + 1].dtype() &&
+          cuda::scale_gradient(in[i + 1], in[0], out[i]))
+        continue;
+#endif
       Tensor o = out[i];
       o.copy_(mul(in[i + 1], in[0]));
     }

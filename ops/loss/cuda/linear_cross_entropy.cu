@@ -139,7 +139,42 @@ __global__ void softmax_grad_kernel(T* __restrict__ logits, int64_t rows, int64_
   }
 }
 
+// out[i] = O(unit[i] * *grad), four elements a thread a turn where the sizes allow.
+template <typename U, typename O>
+__global__ void scale_kernel(const U* __restrict__ unit, const U* __restrict__ grad, O* __restrict__ out, int64_t n) {
+  const U g = *grad;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t quads = n / 4;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < quads; i += stride) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) out[4 * i + k] = static_cast<O>(unit[4 * i + k] * g);
+  }
+  for (int64_t i = 4 * quads + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = static_cast<O>(unit[i] * g);
+}
+
 }  // namespace
+
+bool scale_gradient(const Tensor& unit, const Tensor& grad, const Tensor& out) {
+  const int64_t n = unit.numel();
+  if (n == 0) return true;
+  constexpr int kThreads = 256;
+  const auto blocks = static_cast<unsigned>(std::clamp<int64_t>((n / 4 + kThreads - 1) / kThreads, 1, 4096));
+  auto launch = [&]<typename U, typename O>() {
+    scale_kernel<U, O><<<blocks, kThreads, 0, current_stream()>>>(unit.data_ptr<U>(), grad.data_ptr<U>(),
+                                                                   out.data_ptr<O>(), n);
+    TG_CUDA_CHECK_LAUNCH();
+    return true;
+  };
+  if (unit.dtype() == kFloat64 && out.dtype() == kFloat64) return launch.template operator()<double, double>();
+  if (unit.dtype() != kFloat32) return false;
+  switch (out.dtype()) {
+    case DType::Float32: return launch.template operator()<float, float>();
+    case DType::BFloat16: return launch.template operator()<float, BFloat16>();
+    case DType::Float16: return launch.template operator()<float, Half>();
+    default: return false;
+  }
+}
 
 void linear_cross_entropy_rows_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index,
                                        int64_t first_row, const Tensor& lse, const Tensor& loss) {

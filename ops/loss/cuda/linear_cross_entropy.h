@@ -15,5 +15,9 @@ void linear_cross_entropy_rows_forward(const Tensor& logits, const Tensor& targe
 // The softmax-minus-onehot of each row times its gradient, written over the logits.
 void linear_cross_entropy_rows_backward(const Tensor& logits, const Tensor& lse, const Tensor& target,
                                         int64_t ignore_index, int64_t first_row, const Tensor& row_grad);
+// out = unit * grad (grad a 0-dim tensor of unit's dtype on the device), converted to out's dtype
+// in the same pass: unit float32 with out float32, bfloat16 or float16, or both float64. Contiguous.
+// False (nothing queued) for other dtypes.
+bool scale_gradient(const Tensor& unit, const Tensor& grad, const Tensor& out);
 
 }  // namespace tg::cuda
