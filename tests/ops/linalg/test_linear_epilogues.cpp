@@ -17,6 +17,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/linalg/bias_grad.h"
 #include "ops/linalg/linear_grad.h"
+#include "ops/linalg/matmul_kernels.h"
 #include "support/test_support.h"
 
 #ifdef TG_WITH_CUDA
@@ -319,16 +320,8 @@ TEST(LinearEpilogues, CudaGeluGradientTailMatchesTheUnfusedOps) {
 // alone (no fallback); false when cuBLASLt has no algorithm for it.
 bool relu_mask_epilogue(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, const Tensor& mask) {
   const int64_t n = x.size(0), k = x.size(1), m = w.size(0);
-  Gemm g;
-  g.dtype = x.dtype();
-  g.device = x.device();
-  g.n = n;
-  g.m = m;
-  g.k = k;
-  g.a = GemmOperand{x.raw_data(), false, k, 0};
-  g.b = GemmOperand{w.raw_data(), true, k, 0};
-  g.out = y.raw_data();
-  g.ldc = m;
+  Tensor keep_x, keep_w;
+  const Gemm g = gemm_2d_plan(y, n, m, k, x, false, w, true, 1.0, keep_x, keep_w);
   return cuda::gemm_lt(g, cuda::LtArgs{.epilogue = cuda::LtEpilogue::ReluMask, .bias = b.raw_data(),
                                        .aux = mask.raw_data(), .aux_ld = relu_mask_row_bits(m)});
 }
