@@ -1,5 +1,5 @@
 // transformer_lm: a small causal transformer language model's training step (twin of
-// bench/pt_transformer_lm.py): vocab 256, d_model 128, 4 heads, 2 pre-norm blocks (causal
+// bench/pt/steps.py transformer_lm): vocab 256, d_model 128, 4 heads, 2 pre-norm blocks (causal
 // self-attention, MLP 128-512-128 with GELU), learned positions, tied-free LM head; batch 8 of 64
 // tokens, cross-entropy on the next token, SGD lr 1e-3. Eager and compiled (cudagraphs).
 #include <benchmark/benchmark.h>

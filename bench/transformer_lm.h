@@ -1,4 +1,4 @@
-// transformer_lm's model (bench/pt_transformer_lm.py's twin): vocab 256, d_model 128, 4 heads, 2
+// transformer_lm's model (bench/pt/steps.py transformer_lm's twin): vocab 256, d_model 128, 4 heads, 2
 // pre-norm blocks (causal self-attention, MLP 128-512-128 with GELU), learned positions, an untied
 // LM head. Shared by bench_transformer (64 tokens) and bench_shape_buckets (17..512 tokens).
 #pragma once
