@@ -49,13 +49,14 @@ if [ "${TG_SKIP_SANITIZE:-0}" != 1 ] && [[ "$passes" == *" address "* ]]; then
   cmake --build "$san" -j "$jobs"
   phase "address+undefined tests"
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
+  export LSAN_OPTIONS="suppressions=$PWD/.ci/lsan.supp"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
   # install_consumer builds a project without the sanitizer flags against this build: it runs in the
   # plain pass above.
   rm -rf "$san/gtest-results"
   ctest --test-dir "$san" --output-on-failure -j "$jobs" -E '^install_consumer$'
   bash tests/tools/gtest_summary.sh "$san/gtest-results"
-  unset ASAN_OPTIONS UBSAN_OPTIONS
+  unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
 fi
 
 if [ "${TG_SKIP_SANITIZE:-0}" != 1 ] && [[ "$passes" == *" thread "* ]]; then
