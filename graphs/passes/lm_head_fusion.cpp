@@ -51,9 +51,8 @@ std::optional<std::vector<int32_t>> chain_to_linear(const Graph& graph, ValueId 
 }
 
 // Fills `head` for the cross_entropy node at `at`, or returns false when the pattern does not hold.
-bool match(const JointGraph& joint, const std::vector<std::vector<int32_t>>& readers,
-           const std::vector<bool>& is_output, int32_t at, int64_t min_logit_bytes, LmHead& head) {
-  const Graph& graph = joint.graph;
+bool match(const Graph& graph, const std::vector<std::vector<int32_t>>& readers, const std::vector<bool>& is_output,
+           int32_t at, int64_t min_logit_bytes, LmHead& head) {
   const GraphNode& ce = graph.nodes[static_cast<size_t>(at)];
   const std::optional<CrossEntropyInfo> info = cross_entropy_info(*ce.op);
   if (!info || info->reduction == Reduction::None || ce.phase != Phase::Forward || ce.sequence_nr < 0) return false;
@@ -110,7 +109,8 @@ bool match(const JointGraph& joint, const std::vector<std::vector<int32_t>>& rea
     for (ValueId v : graph.nodes[static_cast<size_t>(n)].outputs) {
       if (v < 0) continue;
       bool read_outside = is_output[static_cast<size_t>(v)];
-      for (int32_t r : readers[static_cast<size_t>(v)]) read_outside = read_outside || !in_cluster[static_cast<size_t>(r)];
+      for (int32_t r : readers[static_cast<size_t>(v)])
+        read_outside = read_outside || !in_cluster[static_cast<size_t>(r)];
       if (!read_outside) continue;
       const TensorMeta& m = meta_of_value(graph, v);
       ValueId* slot = m.sizes == xm.sizes && m.dtype == xm.dtype   ? &head.grad_x
@@ -165,7 +165,7 @@ int fuse_linear_cross_entropy(JointGraph& joint, int64_t min_logit_bytes) {
     const std::vector<bool> is_output = graph_outputs(graph);
     LmHead head;
     for (size_t i = 0; i < graph.nodes.size() && !again; ++i)
-      again = match(joint, readers, is_output, static_cast<int32_t>(i), min_logit_bytes, head);
+      again = match(graph, readers, is_output, static_cast<int32_t>(i), min_logit_bytes, head);
     if (!again) break;
     const GradsAhead wanted{.input = head.grad_x >= 0, .weight = head.grad_w >= 0, .bias = head.grad_b >= 0};
     const GraphNode& ce = graph.nodes[static_cast<size_t>(head.loss_at)];
@@ -177,17 +177,20 @@ int fuse_linear_cross_entropy(JointGraph& joint, int64_t min_logit_bytes) {
     const DType acc = meta_of_value(graph, head.loss).dtype;
     std::vector<ValueId> fwd_out{head.loss}, bwd_in{head.loss_grad}, bwd_out;
     std::vector<DType> grad_dtypes;
-    for (const auto& [grad, of] : {std::pair{head.grad_x, head.x}, std::pair{head.grad_w, head.w}, std::pair{head.grad_b, head.b}}) {
+    for (const auto& [grad, of] :
+         {std::pair{head.grad_x, head.x}, std::pair{head.grad_w, head.w}, std::pair{head.grad_b, head.b}}) {
       if (grad < 0) continue;
-      const TensorMeta& om = meta_of_value(graph, of);
-      const ValueId unit = graph.add_value(contiguous_meta(om.sizes, acc, om.device), "lm_head_grad_" + std::to_string(graph.values.size()));
+      const TensorMeta om = meta_of_value(graph, of);  // a copy: add_value may move the values
+      const std::string name = "lm_head_grad_" + std::to_string(graph.values.size());
+      const ValueId unit = graph.add_value(contiguous_meta(om.sizes, acc, om.device), name);
       fwd_out.push_back(unit);
       bwd_in.push_back(unit);
       bwd_out.push_back(grad);
       grad_dtypes.push_back(meta_of_value(graph, grad).dtype);
     }
-    GraphNode forward{.op = linear_cross_entropy_grads_ahead_op(head.b >= 0, head.info.reduction, head.info.ignore_index,
-                                                                0, wanted),
+    const OpPtr fused_op =
+        linear_cross_entropy_grads_ahead_op(head.b >= 0, head.info.reduction, head.info.ignore_index, 0, wanted);
+    GraphNode forward{.op = fused_op,
                       .inputs = std::move(fwd_in),
                       .outputs = fwd_out,
                       .phase = Phase::Forward,
@@ -199,30 +202,17 @@ int fuse_linear_cross_entropy(JointGraph& joint, int64_t min_logit_bytes) {
                        .phase = Phase::Backward,
                        .sequence_nr = ce.sequence_nr,
                        .checkpoint_region = bwd.checkpoint_region};
-    // The nodes in their new order: the fused ones in place of the cross_entropy and of the first
-    // node of the cluster, the rest of the pattern gone.
-    std::vector<bool> dropped(graph.nodes.size(), false);
-    for (int32_t n : head.forward_nodes) dropped[static_cast<size_t>(n)] = true;
-    for (int32_t n : head.backward_nodes) dropped[static_cast<size_t>(n)] = true;
-    std::vector<GraphNode> nodes;
-    nodes.reserve(graph.nodes.size());
-    for (size_t i = 0; i < graph.nodes.size(); ++i) {
-      if (static_cast<int32_t>(i) == head.loss_at) nodes.push_back(forward);
-      if (static_cast<int32_t>(i) == head.first_backward) nodes.push_back(backward);
-      if (!dropped[i]) nodes.push_back(std::move(graph.nodes[i]));
+    // The fused nodes in place of the cross_entropy and of its backward, the rest of the pattern gone.
+    std::vector<bool> removed(graph.nodes.size(), false);
+    for (int32_t n : head.forward_nodes) removed[static_cast<size_t>(n)] = true;
+    for (int32_t n : head.backward_nodes) removed[static_cast<size_t>(n)] = true;
+    for (auto [at, node] : {std::pair{head.loss_at, &forward}, std::pair{head.first_backward, &backward}}) {
+      removed[static_cast<size_t>(at)] = false;
+      for (size_t k = 0; k < node->outputs.size(); ++k)
+        graph.values[static_cast<size_t>(node->outputs[k])].output_index = static_cast<int32_t>(k);
+      graph.nodes[static_cast<size_t>(at)] = std::move(*node);
     }
-    for (size_t i = 0; i < graph.nodes.size(); ++i)
-      if (dropped[i])
-        for (ValueId o : graph.nodes[i].outputs)
-          if (o >= 0) graph.values[static_cast<size_t>(o)].producer = -1;
-    graph.nodes = std::move(nodes);
-    for (size_t i = 0; i < graph.nodes.size(); ++i)
-      for (size_t k = 0; k < graph.nodes[i].outputs.size(); ++k) {
-        const ValueId o = graph.nodes[i].outputs[k];
-        if (o < 0) continue;
-        graph.values[static_cast<size_t>(o)].producer = static_cast<int32_t>(i);
-        graph.values[static_cast<size_t>(o)].output_index = static_cast<int32_t>(k);
-      }
+    drop_nodes(graph, removed);
     drop_dead_backward_views(graph);
     ++fused;
   }

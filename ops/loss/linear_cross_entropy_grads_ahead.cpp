@@ -102,6 +102,8 @@ class LinearCrossEntropyGradsAheadOp final : public lce::LinearCrossEntropyBase 
     const Device dev = lce::check_args(kName, x, w, has_bias_ ? &in[2] : nullptr, in[has_bias_ ? 3 : 2], true);
     TG_CHECK(reduction_ != Reduction::None, "[", kName, "] expected a Mean or Sum reduction, got None");
     TG_CHECK(has_bias_ || !wanted_.bias, "[", kName, "] a bias gradient was asked for without a bias");
+    TG_CHECK(wanted_.input || wanted_.weight || wanted_.bias, "[", kName,
+             "] expected at least one gradient to compute (else linear_cross_entropy's plain forward serves)");
     const DType acc = lce::accumulation_dtype(x.dtype());
     std::vector<TensorMeta> metas{contiguous_meta({}, acc, dev)};
     if (wanted_.input) metas.push_back(contiguous_meta(x.sizes(), acc, dev));
@@ -133,17 +135,16 @@ class LinearCrossEntropyGradsAheadOp final : public lce::LinearCrossEntropyBase 
       Tensor z = dw;
       z.zero_();
     }
-    const bool any_grad = next > 1;
     if (n > 0) {
       const int64_t chunk = lce::chunk_rows_for(chunk_rows_, n, v, x.dtype());
       const Tensor buffer = empty({chunk, v}, {.dtype = x.dtype(), .device = x.device()});
       const Tensor lse = empty({chunk}, {.dtype = acc, .device = x.device()});
       for (int64_t start = 0; start < n; start += chunk) {
         const int64_t c = std::min(chunk, n - start);
-        const Tensor logits = buffer.narrow(0, 0, c), lse_c = lse.narrow(0, 0, c), target_c = target.narrow(0, start, c);
+        const Tensor logits = buffer.narrow(0, 0, c), lse_c = lse.narrow(0, 0, c);
+        const Tensor target_c = target.narrow(0, start, c);
         lce::chunk_logits(logits, x, w, b, start, c);
         linear_cross_entropy_rows_forward(logits, target_c, ignore_index_, start, lse_c, row_loss.narrow(0, start, c));
-        if (!any_grad) continue;
         linear_cross_entropy_rows_backward(logits, lse_c, target_c, ignore_index_, start, row_grad);
         lce::add_chunk_products(logits, x, w, start, dx, dw, db);
       }
