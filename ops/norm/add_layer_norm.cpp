@@ -30,24 +30,6 @@ struct InnerOps {
   AutocastOffGuard no_autocast;
 };
 
-// layer_norm's forward kernels on the sum's device.
-void row_norm_forward_kernels(const Tensor& x, const Tensor& w, const Tensor& b, const RowNormGeometry& g,
-                              const Tensor& y, const Tensor& mean, const Tensor& rstd) {
-#ifdef TG_WITH_CUDA
-  if (x.is_cuda()) return cuda::row_norm_forward(x, w, b, g, y, mean, rstd);
-#endif
-  cpu_row_norm_forward(x, w, b, g, y, mean, rstd);
-}
-
-void row_norm_backward_kernels(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& mean,
-                               const Tensor& rstd, const RowNormGeometry& g, const Tensor& gx, const Tensor& gw,
-                               const Tensor& gb) {
-#ifdef TG_WITH_CUDA
-  if (x.is_cuda()) return cuda::row_norm_backward(gy, x, w, mean, rstd, g, gx, gw, gb);
-#endif
-  cpu_row_norm_backward(gy, x, w, mean, rstd, g, gx, gw, gb);
-}
-
 // Checks an affine parameter against the sum (its dtype T): T's dtype, or float32 for 16-bit T.
 void check_param(const char* what, const Tensor& p, DType t, const RowNormGeometry& g) {
   TG_CHECK(p.numel() == g.params(), "[", kOp, "] ", what, " of shape ", shape_str(p.sizes()), " has ", p.numel(),

@@ -246,11 +246,6 @@ void backward_cpu(const T* gy, const T* x, const T* w, const T* save_mean, const
   }
 }
 
-template <typename T>
-T* ptr_or_null(const Tensor& t) {
-  return t.defined() ? t.data_ptr<T>() : nullptr;
-}
-
 }  // namespace
 
 void cpu_batch_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& running_mean,
@@ -259,9 +254,9 @@ void cpu_batch_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, c
                             const BatchNormKernelArgs& a) {
   TG_DISPATCH_FLOATING(x.dtype(), "batch_norm", [&] {
     forward_cpu<scalar_t>(x.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), b.data_ptr<scalar_t>(),
-                          ptr_or_null<scalar_t>(running_mean), ptr_or_null<scalar_t>(running_var),
+                          running_mean.data_ptr_or_null<scalar_t>(), running_var.data_ptr_or_null<scalar_t>(),
                           y.data_ptr<scalar_t>(), save_mean.data_ptr<scalar_t>(), save_invstd.data_ptr<scalar_t>(),
-                          ptr_or_null<scalar_t>(new_mean), ptr_or_null<scalar_t>(new_var), a);
+                          new_mean.data_ptr_or_null<scalar_t>(), new_var.data_ptr_or_null<scalar_t>(), a);
   });
 }
 

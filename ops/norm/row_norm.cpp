@@ -66,10 +66,7 @@ class RowNormOp final : public Op {
     if (out[0].numel() == 0) return;
     const Tensor w = has_weight_ ? in[1] : Tensor();
     const Tensor b = has_bias_ ? in[has_weight_ ? 2 : 1] : Tensor();
-#ifdef TG_WITH_CUDA
-    if (out[0].is_cuda()) return cuda::row_norm_forward(in[0], w, b, g_, out[0], out[1], out[2]);
-#endif
-    cpu_row_norm_forward(in[0], w, b, g_, out[0], out[1], out[2]);
+    row_norm_forward_kernels(in[0], w, b, g_, out[0], out[1], out[2]);
   }
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override;
   // x and the parameters, and the statistics (not the normalized output).
@@ -121,10 +118,7 @@ class RowNormBackwardOp final : public Op {
     const Tensor w = has_weight_ ? in[2] : Tensor();
     const Tensor gw = weight_grad_ ? out[1] : Tensor();
     const Tensor gb = bias_grad_ ? out[weight_grad_ ? 2 : 1] : Tensor();
-#ifdef TG_WITH_CUDA
-    if (out[0].is_cuda()) return cuda::row_norm_backward(in[0], in[1], w, in[k], in[k + 1], g_, out[0], gw, gb);
-#endif
-    cpu_row_norm_backward(in[0], in[1], w, in[k], in[k + 1], g_, out[0], gw, gb);
+    row_norm_backward_kernels(in[0], in[1], w, in[k], in[k + 1], g_, out[0], gw, gb);
   }
   // No backward of its own: under create_graph RowNormOp writes its gradient with tg ops instead.
   std::string attrs() const override { return "eps=" + std::to_string(g_.eps); }
@@ -248,11 +242,6 @@ void backward_cpu(const T* gy, const T* x, const W* w, const S* mean, const S* r
   for (size_t p = 0; p < sum_gb.size(); ++p) gb[p] = static_cast<W>(sum_gb[p]);
 }
 
-template <typename P>
-P* ptr_or_null(const Tensor& t) {
-  return t.defined() ? t.data_ptr<P>() : nullptr;
-}
-
 }  // namespace
 
 void cpu_row_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, const RowNormGeometry& g,
@@ -260,8 +249,8 @@ void cpu_row_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, con
   const DType params = row_norm_param_dtype(x, w, b);
   const bool stats_double = mean.dtype() == kFloat64;
   dispatch_row_norm("row_norm", x.dtype(), params, [&]<typename T, typename W>() {
-    forward_cpu<T, W>(x.data_ptr<T>(), ptr_or_null<W>(w), ptr_or_null<W>(b), g, y.data_ptr<T>(), mean.raw_data(),
-                      rstd.raw_data(), stats_double);
+    forward_cpu<T, W>(x.data_ptr<T>(), w.data_ptr_or_null<W>(), b.data_ptr_or_null<W>(), g, y.data_ptr<T>(),
+                      mean.raw_data(), rstd.raw_data(), stats_double);
   });
 }
 
@@ -271,12 +260,31 @@ void cpu_row_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& w, c
   const DType params = w.defined() ? w.dtype() : row_norm_param_dtype(x, gw, gb);
   dispatch_row_norm("row_norm_backward", x.dtype(), params, [&]<typename T, typename W>() {
     if (mean.dtype() == kFloat64)
-      backward_cpu<T, W, double>(gy.data_ptr<T>(), x.data_ptr<T>(), ptr_or_null<W>(w), mean.data_ptr<double>(),
-                                 rstd.data_ptr<double>(), g, ptr_or_null<T>(gx), ptr_or_null<W>(gw), ptr_or_null<W>(gb));
+      backward_cpu<T, W, double>(gy.data_ptr<T>(), x.data_ptr<T>(), w.data_ptr_or_null<W>(), mean.data_ptr<double>(),
+                                 rstd.data_ptr<double>(), g, gx.data_ptr_or_null<T>(), gw.data_ptr_or_null<W>(),
+                                 gb.data_ptr_or_null<W>());
     else
-      backward_cpu<T, W, float>(gy.data_ptr<T>(), x.data_ptr<T>(), ptr_or_null<W>(w), mean.data_ptr<float>(),
-                                rstd.data_ptr<float>(), g, ptr_or_null<T>(gx), ptr_or_null<W>(gw), ptr_or_null<W>(gb));
+      backward_cpu<T, W, float>(gy.data_ptr<T>(), x.data_ptr<T>(), w.data_ptr_or_null<W>(), mean.data_ptr<float>(),
+                                rstd.data_ptr<float>(), g, gx.data_ptr_or_null<T>(), gw.data_ptr_or_null<W>(),
+                                gb.data_ptr_or_null<W>());
   });
+}
+
+void row_norm_forward_kernels(const Tensor& x, const Tensor& w, const Tensor& b, const RowNormGeometry& g,
+                              const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+#ifdef TG_WITH_CUDA
+  if (x.is_cuda()) return cuda::row_norm_forward(x, w, b, g, y, mean, rstd);
+#endif
+  cpu_row_norm_forward(x, w, b, g, y, mean, rstd);
+}
+
+void row_norm_backward_kernels(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& mean,
+                               const Tensor& rstd, const RowNormGeometry& g, const Tensor& gx, const Tensor& gw,
+                               const Tensor& gb) {
+#ifdef TG_WITH_CUDA
+  if (x.is_cuda()) return cuda::row_norm_backward(gy, x, w, mean, rstd, g, gx, gw, gb);
+#endif
+  cpu_row_norm_backward(gy, x, w, mean, rstd, g, gx, gw, gb);
 }
 
 std::optional<RowNormInfo> row_norm_info(const Op& op) {

@@ -97,6 +97,12 @@ void cpu_row_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, con
 void cpu_row_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& mean,
                            const Tensor& rstd, const RowNormGeometry& g, const Tensor& gx, const Tensor& gw,
                            const Tensor& gb);
+// The same on x's device: the CUDA kernels, or the CPU loops above.
+void row_norm_forward_kernels(const Tensor& x, const Tensor& w, const Tensor& b, const RowNormGeometry& g,
+                              const Tensor& y, const Tensor& mean, const Tensor& rstd);
+void row_norm_backward_kernels(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& mean,
+                               const Tensor& rstd, const RowNormGeometry& g, const Tensor& gx, const Tensor& gw,
+                               const Tensor& gb);
 
 namespace cuda {
 // The same on the current stream: one pass per row for the forward and for the input gradient,
