@@ -53,13 +53,12 @@ Tensor GPTBlock::forward(const Tensor& x) {
   Tensor a = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), Tensor(),
                                           train ? config_.dropout : 0.0, /*is_causal=*/true);
   a = out_->forward(a.transpose(1, 2).reshape({b, t, d}));
-  // The residual add and ln_2 as one op (or two, without fused_ops); under autocast its rows come out
-  // in the 16 bits fc reads (autocast never casts float64).
-  const std::optional<DType> fc_dtype =
-      x.dtype() == kFloat64 ? std::nullopt : autocast_dtype(x.device().type);
   if (train) a = dropout(a, config_.dropout);
   Tensor y, normed;
   if (config_.fused_ops) {
+    // The residual add and ln_2 as one op; under autocast its rows come out in the 16 bits fc reads
+    // (autocast never casts float64).
+    const std::optional<DType> fc_dtype = x.dtype() == kFloat64 ? std::nullopt : autocast_dtype(x.device().type);
     const AddLayerNormResult r = ln_2_->forward_add(x, a, fc_dtype);
     y = r.sum;
     normed = r.normed;
