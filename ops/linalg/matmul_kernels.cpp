@@ -72,6 +72,8 @@ void fill_bias(const Tensor& out, int64_t n, int64_t m, const BiasRef& bias, dou
 }
 
 void run_gemm(const Gemm& g) {
+  TG_CHECK(!g.float32_out || dtype_size(g.dtype) == 2, "[mm] internal error: a float32 output is for 16-bit operands, got ",
+           dtype_name(g.dtype));
   if (g.device.is_cuda()) {
 #ifdef TG_WITH_CUDA
     cuda::gemm(g);

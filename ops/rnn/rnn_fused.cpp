@@ -7,7 +7,6 @@
 #include <memory>
 #include <sstream>
 
-#include "ops/core/autocast.h"
 #include "ops/core/dispatch.h"
 #include "ops/core/widen.h"
 #include "ops/elementwise/copy.h"

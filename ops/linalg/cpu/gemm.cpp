@@ -151,8 +151,6 @@ void widened_gemm(const Gemm& g, void (*float_gemm)(const Gemm&)) {
 void cpu_gemm(const Gemm& g) {
   TG_CHECK(g.beta == 0.0 || g.beta == 1.0, "[gemm] internal error: beta must be 0 or 1, got ", g.beta);
   if (g.n == 0 || g.m == 0 || g.batch == 0) return;
-  TG_CHECK(!g.float32_out || dtype_size(g.dtype) == 2, "[mm] internal error: a float32 output is for 16-bit operands, got ",
-           dtype_name(g.dtype));
   if (g.dtype == kFloat16) return widened_gemm<Half>(g, cpu_gemm);
   if (g.dtype == kBFloat16) return widened_gemm<BFloat16>(g, cpu_gemm);
   if (cpu::onednn_sgemm(g)) return;
