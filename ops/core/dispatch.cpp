@@ -72,7 +72,7 @@ TensorList make_outputs(const Op& op, const TensorList& inputs, std::vector<Tens
 }
 
 bool should_run_kernel(const Op& op, const TensorList& inputs, const TensorList& outputs) {
-  if (op.has(kView)) return false;
+  if (op.has(kView) && !op.has(kStreamWait)) return false;  // a stream wait writes nothing but orders work
   // Metadata mutations (resize_, set_) must change geometry even on fake tensors; their eval
   // touches no data when the storage is fake.
   if (op.has(kMetadataMutation)) return true;

@@ -26,6 +26,7 @@ enum OpFlag : uint32_t {
   kOverwritesTarget = 1u << 9,   // in-place op that writes every element of its target without reading it
   kCollective = 1u << 10,        // exchanges data with other processes: never recomputed, folded or skipped
   kComputeIntensive = 1u << 11,  // matrix products, convolutions, recurrences, attention: saved, never recomputed
+  kStreamWait = 1u << 12,        // a view whose eval makes the current stream wait for work queued elsewhere: it runs
 };
 
 // Static description of an op; `mutates` and `view_of` name an input index or are -1.
