@@ -315,7 +315,14 @@ void Tracer::on_op(const OpPtr& op, const TensorList& inputs, const TensorList& 
   add_node(op, ins, outs, current_sequence_nr(outputs));
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
-    if (!op->has(kView)) storages_[out.impl()->storage().get()] = StorageState{outs[i], meta_of(out), false};
+    if (!op->has(kView)) {
+      storages_[out.impl()->storage().get()] = StorageState{outs[i], meta_of(out), false};
+    } else if (op->has(kStreamWait)) {
+      // After a stream wait (collective_wait) the storage's base is the waited value: an alias of it
+      // regenerated later (a re-wrapped tensor, a parameter pointed at it) reads after the wait too.
+      auto st = storages_.find(out.impl()->storage().get());
+      if (st != storages_.end() && same_geometry(out, st->second.base_meta)) st->second.base = outs[i];
+    }
     bind(out, outs[i]);
   }
 }
