@@ -90,7 +90,8 @@ class BroadcastOp final : public CollectiveOp {
 
 class AllGatherOp final : public CollectiveOp {
  public:
-  explicit AllGatherOp(std::shared_ptr<ProcessGroup> group) : CollectiveOp(std::move(group), OpSchema{.name = "all_gather"}) {}
+  AllGatherOp(std::shared_ptr<ProcessGroup> group, bool async)
+      : CollectiveOp(std::move(group), OpSchema{.name = "all_gather"}), async_(async) {}
   std::vector<TensorMeta> infer(const TensorList& in) const override {
     check_input(in[0]);
     Shape sizes = in[0].sizes();
@@ -99,17 +100,22 @@ class AllGatherOp final : public CollectiveOp {
   }
   void eval(const TensorList& in, TensorList& out) const override {
     const auto context = in_context();
-    group_->all_gather(in[0].contiguous(), out[0]);
+    group_->all_gather(in[0].contiguous(), out[0], async_);
   }
   TensorList backward(const BackwardContext&, const TensorList& grads) const override {
+    if (async_) return {collective_wait(reduce_scatter_async(grads[0], ReduceOp::Sum, group_))};
     return {reduce_scatter(grads[0], ReduceOp::Sum, group_)};
   }
+  std::string attrs() const override { return async_ ? "async" : ""; }
+
+ private:
+  bool async_;
 };
 
 class ReduceScatterOp final : public CollectiveOp {
  public:
-  ReduceScatterOp(std::shared_ptr<ProcessGroup> group, ReduceOp op)
-      : CollectiveOp(std::move(group), OpSchema{.name = "reduce_scatter"}), op_(op) {}
+  ReduceScatterOp(std::shared_ptr<ProcessGroup> group, ReduceOp op, bool async)
+      : CollectiveOp(std::move(group), OpSchema{.name = "reduce_scatter"}), op_(op), async_(async) {}
   std::vector<TensorMeta> infer(const TensorList& in) const override {
     check_input(in[0]);
     const Tensor& t = in[0];
@@ -122,18 +128,19 @@ class ReduceScatterOp final : public CollectiveOp {
   }
   void eval(const TensorList& in, TensorList& out) const override {
     const auto context = in_context();
-    group_->reduce_scatter(in[0].contiguous(), out[0], op_);
+    group_->reduce_scatter(in[0].contiguous(), out[0], op_, async_);
   }
   TensorList backward(const BackwardContext&, const TensorList& grads) const override {
     TG_CHECK(op_ != ReduceOp::Max, "[reduce_scatter] max is not differentiable");
-    Tensor g = all_gather(grads[0], group_);
+    Tensor g = async_ ? collective_wait(all_gather_async(grads[0], group_)) : all_gather(grads[0], group_);
     if (op_ == ReduceOp::Avg) g = g * (1.0 / group_->world_size());
     return {g};
   }
-  std::string attrs() const override { return std::string("op=") + reduce_op_name(op_); }
+  std::string attrs() const override { return std::string("op=") + reduce_op_name(op_) + (async_ ? ", async" : ""); }
 
  private:
   ReduceOp op_;
+  bool async_;
 };
 
 // Averages its inputs over ranks into one flat buffer (slices end to end), asynchronously, with one
@@ -208,11 +215,19 @@ Tensor& broadcast_(Tensor& t, int root, std::shared_ptr<ProcessGroup> group) {
 }
 
 Tensor all_gather(const Tensor& t, std::shared_ptr<ProcessGroup> group) {
-  return call_op<AllGatherOp>({t}, group_or_default(std::move(group)));
+  return call_op<AllGatherOp>({t}, group_or_default(std::move(group)), false);
 }
 
 Tensor reduce_scatter(const Tensor& t, ReduceOp op, std::shared_ptr<ProcessGroup> group) {
-  return call_op<ReduceScatterOp>({t}, group_or_default(std::move(group)), op);
+  return call_op<ReduceScatterOp>({t}, group_or_default(std::move(group)), op, false);
+}
+
+Tensor all_gather_async(const Tensor& t, std::shared_ptr<ProcessGroup> group) {
+  return call_op<AllGatherOp>({t}, group_or_default(std::move(group)), true);
+}
+
+Tensor reduce_scatter_async(const Tensor& t, ReduceOp op, std::shared_ptr<ProcessGroup> group) {
+  return call_op<ReduceScatterOp>({t}, group_or_default(std::move(group)), op, true);
 }
 
 Tensor bucket_average(const TensorList& tensors, std::shared_ptr<ProcessGroup> group) {

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "distributed/collectives/collective_context.h"
+#include "distributed/collectives/collective_wait.h"
 #include "distributed/collectives/process_group.h"
 
 namespace tg::distributed {
@@ -22,6 +23,16 @@ Tensor all_gather(const Tensor& t, std::shared_ptr<ProcessGroup> group = nullptr
 // `t`'s leading dimension (of size world_size) reduced over ranks, rank r keeping block r
 // (differentiable for sum and avg).
 Tensor reduce_scatter(const Tensor& t, ReduceOp op = ReduceOp::Sum, std::shared_ptr<ProcessGroup> group = nullptr);
+
+// all_gather and reduce_scatter, asynchronous on CUDA: the collective runs on the group's stream while
+// the current stream goes on, and its result may be read only through collective_wait()
+// (collective_wait.h), which makes the current stream wait for it, in eager mode, in compiled graphs
+// and in CUDA graph captures alike. Synchronous on the CPU backend. Their gradients are the other
+// collective, asynchronous and waited for. See Note [Asynchronous collectives] in docs/data_parallel.md.
+Tensor all_gather_async(const Tensor& t, std::shared_ptr<ProcessGroup> group = nullptr);
+// The asynchronous reduce_scatter (see all_gather_async).
+Tensor reduce_scatter_async(const Tensor& t, ReduceOp op = ReduceOp::Sum,
+                            std::shared_ptr<ProcessGroup> group = nullptr);
 
 // The average over ranks of each of `tensors` (one floating dtype, one device), written into one
 // flat buffer by one grouped reduction that reads the tensors in place; returns the buffer (slice i, viewed as tensors[i], is tensor

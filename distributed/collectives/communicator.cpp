@@ -19,8 +19,10 @@ void SelfCommunicator::all_reduce_into(const TensorList& ins, const Tensor& flat
   }
 }
 void SelfCommunicator::broadcast(const Tensor& in, const Tensor& out, int) { copy_unless_same(in, out); }
-void SelfCommunicator::all_gather(const Tensor& in, const Tensor& out) { copy_unless_same(in, out.view(in.sizes())); }
-void SelfCommunicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp) {
+void SelfCommunicator::all_gather(const Tensor& in, const Tensor& out, bool) {
+  copy_unless_same(in, out.view(in.sizes()));
+}
+void SelfCommunicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp, bool) {
   copy_unless_same(in.view(out.sizes()), out);
 }
 

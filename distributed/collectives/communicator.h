@@ -17,8 +17,8 @@ class Communicator {
   // Reduces each of `ins` into its slice of `flat` (laid end to end), as one grouped launch.
   virtual void all_reduce_into(const TensorList& ins, const Tensor& flat, ReduceOp op, bool async) = 0;
   virtual void broadcast(const Tensor& in, const Tensor& out, int root) = 0;
-  virtual void all_gather(const Tensor& in, const Tensor& out) = 0;
-  virtual void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) = 0;
+  virtual void all_gather(const Tensor& in, const Tensor& out, bool async) = 0;
+  virtual void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, bool async) = 0;
 };
 
 // A group of one process: every collective is a copy (the reduction of one tensor is itself).
@@ -27,8 +27,8 @@ class SelfCommunicator final : public Communicator {
   void all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, bool async) override;
   void all_reduce_into(const TensorList& ins, const Tensor& flat, ReduceOp op, bool async) override;
   void broadcast(const Tensor& in, const Tensor& out, int root) override;
-  void all_gather(const Tensor& in, const Tensor& out) override;
-  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) override;
+  void all_gather(const Tensor& in, const Tensor& out, bool async) override;
+  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, bool async) override;
 };
 
 // Gloo's collectives between the processes of a group of several ranks, on CPU tensors (the CPU

@@ -114,18 +114,18 @@ void ProcessGroup::broadcast(const Tensor& in, const Tensor& out, int root) {
   if (in.numel() > 0) transport(in).broadcast(in, out, root);
 }
 
-void ProcessGroup::all_gather(const Tensor& in, const Tensor& out) {
+void ProcessGroup::all_gather(const Tensor& in, const Tensor& out, bool async) {
   check_operands("all_gather", in, out);
   TG_CHECK(out.numel() == in.numel() * world_size(), "[all_gather] output of ", out.numel(), " elements, expected ",
            world_size(), " x ", in.numel());
-  if (in.numel() > 0) transport(in).all_gather(in, out);
+  if (in.numel() > 0) transport(in).all_gather(in, out, async);
 }
 
-void ProcessGroup::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
+void ProcessGroup::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, bool async) {
   check_operands("reduce_scatter", in, out);
   TG_CHECK(in.numel() == out.numel() * world_size(), "[reduce_scatter] input of ", in.numel(), " elements, expected ",
            world_size(), " x ", out.numel());
-  if (out.numel() > 0) transport(in).reduce_scatter(in, out, op);
+  if (out.numel() > 0) transport(in).reduce_scatter(in, out, op, async);
 }
 
 void ProcessGroup::barrier(const std::string& name) {

@@ -53,17 +53,19 @@ class ProcessGroup {
   TcpStore* store() const { return store_.get(); }
 
   // The collectives, on tensors of this group's device (or the CPU for a group of one). `out` may be
-  // `in`. Asynchronous ones are queued on the group's own stream and joined by the current stream
-  // at the next join of forked work (graph executors join before their results are read).
+  // `in`. Asynchronous ones (NCCL; the CPU backend's are synchronous) are queued on the group's own
+  // stream and joined by the current stream at the next join of forked work (graph executors join
+  // before their results are read); an asynchronous all_gather's or reduce_scatter's `out` is also
+  // joined, alone, by wait_for_collective(out) or collective_wait(out) (collective_wait.h).
   void all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, bool async = false);
   // Reduces each of `ins` (contiguous, one dtype) into its slice of `flat` (their sizes laid end to
   // end) with one grouped launch and no packing copies: a data-parallel bucket.
   void all_reduce_into(const TensorList& ins, const Tensor& flat, ReduceOp op, bool async = false);
   void broadcast(const Tensor& in, const Tensor& out, int root);
   // out holds world_size blocks of in's size, rank r's in block r.
-  void all_gather(const Tensor& in, const Tensor& out);
+  void all_gather(const Tensor& in, const Tensor& out, bool async = false);
   // in holds world_size blocks of out's size; rank r receives the reduction of block r.
-  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op);
+  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, bool async = false);
   // Blocks until every rank has arrived (through the store; a no-op for a group of one).
   void barrier(const std::string& name);
 

@@ -13,6 +13,7 @@
 
 #include "distributed/collectives/collective_context.h"
 #include "distributed/collectives/communicator.h"
+#include "distributed/collectives/cuda/async_results.h"
 #include "distributed/collectives/cuda/nccl_watchdog.h"
 #include "distributed/rendezvous/store.h"
 #include "tensor/cuda/cuda_check.h"
@@ -151,24 +152,25 @@ class NcclCommunicator final : public Communicator {
                            nccl_dtype(in.dtype()), root, comm_, stream_);
     });
   }
-  void all_gather(const Tensor& in, const Tensor& out) override {
-    run("all_gather", {in, out}, false, [&] {
+  void all_gather(const Tensor& in, const Tensor& out, bool async) override {
+    run("all_gather", {in, out}, async, [&] {
       return ncclAllGather(in.impl()->data(), out.impl()->data(), static_cast<size_t>(in.numel()),
                            nccl_dtype(in.dtype()), comm_, stream_);
-    });
+    }, &out);
   }
-  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) override {
-    run("reduce_scatter", {in, out}, false, [&] {
+  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, bool async) override {
+    run("reduce_scatter", {in, out}, async, [&] {
       return ncclReduceScatter(in.impl()->data(), out.impl()->data(), static_cast<size_t>(out.numel()),
                                nccl_dtype(in.dtype()), nccl_op(op), comm_, stream_);
-    });
+    }, &out);
   }
 
  private:
   // Queues one NCCL call on the group's stream after the current stream's work; the current stream
-  // waits for it at the next join (right away unless `async`).
+  // waits for it at the next join (right away unless `async`). An asynchronous call that names its
+  // `result` is also joined by the first wait for that result, which releases the operands.
   template <typename Call>
-  void run(const char* what, TensorList operands, bool async, const Call& call) {
+  void run(const char* what, TensorList operands, bool async, const Call& call, const Tensor* result = nullptr) {
     cuda::DeviceGuard on_device(device_);
     cuda::fork_to(stream_);
     TG_NCCL_CHECK(call());
@@ -177,6 +179,11 @@ class NcclCommunicator final : public Communicator {
       note_captured_work(watchdog_, std::make_shared<CapturedCollective>(what, current_collective_context()));
     else
       watchdog_->watch(what, current_collective_context().describe(), stream_);
+    if (async && result) {
+      cuda::note_forked_work(stream_);  // joined at the latest where forked work is
+      note_async_result(stream_, *result, std::move(operands));
+      return;
+    }
     cuda::note_forked_work(stream_, std::move(operands));
     if (!async) cuda::join_forked_work();
   }

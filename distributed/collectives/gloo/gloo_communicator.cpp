@@ -73,7 +73,7 @@ class GlooCommunicator final : public Communicator {
     });
   }
 
-  void all_gather(const Tensor& in, const Tensor& out) override {
+  void all_gather(const Tensor& in, const Tensor& out, bool) override {
     std::lock_guard<std::mutex> lock(mutex_);
     const CollectiveTag tag = begin(CollectiveKind::kAllGather, in.dtype(), in.numel(), ReduceOp::Sum, 0);
     // This rank's block goes in place first (memmove: `in` may overlap `out`), then Gloo gathers in place.
@@ -90,7 +90,7 @@ class GlooCommunicator final : public Communicator {
   // Gloo has no reduce-scatter among its current collectives: the whole input is all-reduced (in a
   // copy, in the wire dtype) and each rank keeps its block. That moves twice the bytes of a ring
   // reduce-scatter; each block is still reduced once, so every rank's block has the same bits.
-  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) override {
+  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, bool) override {
     std::lock_guard<std::mutex> lock(mutex_);
     const CollectiveTag tag = begin(CollectiveKind::kReduceScatter, in.dtype(), out.numel(), op, 0);
     const DType wire = wire_dtype(in.dtype());
