@@ -13,6 +13,9 @@ bool is_shard_gather(const Op& op) {
   return op.has(kCollective) && (op.name() == "fsdp_all_gather" || op.name() == "fsdp_regather");
 }
 
+// Asynchronous collectives whose waits may still be pending when the next collective is issued.
+constexpr size_t kCollectivesInFlight = 2;
+
 }  // namespace
 
 void schedule_collectives_early(Graph& graph) {
@@ -45,6 +48,20 @@ void schedule_collectives_early(Graph& graph) {
       if (*last >= 0) after[i].push_back(static_cast<size_t>(*last));
       *last = static_cast<int32_t>(i);
     }
+  }
+
+  // The wait of an asynchronous collective (collective_wait, kStreamWait) runs at the latest before the
+  // collective issued two after the one it waits for: otherwise nothing that a collective needs waits
+  // for it, and the inputs that it keeps alive (a ZeRO bucket, a unit's gradients) would pile up to
+  // the end of the graph. Two stay in flight, each overlapping what runs until the next one is issued.
+  std::vector<int32_t> collective_at(n, -1);  // node -> its place among the collectives
+  for (size_t c = 0; c < collectives.size(); ++c) collective_at[collectives[c]] = static_cast<int32_t>(c);
+  for (size_t i = 0; i < n; ++i) {
+    if (!nodes[i].op->has(kStreamWait) || nodes[i].inputs.empty()) continue;
+    const int32_t p = producer_of(nodes[i].inputs[0]);
+    if (p < 0 || collective_at[static_cast<size_t>(p)] < 0) continue;
+    const size_t before = static_cast<size_t>(collective_at[static_cast<size_t>(p)]) + kCollectivesInFlight;
+    if (before < collectives.size()) after[collectives[before]].push_back(i);
   }
 
   // Each node's priority: the position of the earliest collective that needs it (transitively).

@@ -11,7 +11,9 @@ namespace tg::graphs {
 // traced order, which every process shares, and random ops theirs, so they draw what eager mode draws. An asynchronous collective then communicates while the
 // nodes after it compute: a data-parallel backward computes a layer's weight gradients before its
 // input gradients and reduces each bucket as soon as its gradients exist. fully_shard's gathers run at
-// most one unit ahead (Note [Fully sharded data parallel]). No-op without collectives.
+// most one unit ahead (Note [Fully sharded data parallel]). The wait of an asynchronous collective
+// runs where its result is first read, and at the latest before the collective issued two after it
+// (Note [Asynchronous collectives]). No-op without collectives.
 void schedule_collectives_early(Graph& graph);
 
 }  // namespace tg::graphs
