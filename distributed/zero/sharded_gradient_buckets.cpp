@@ -12,6 +12,13 @@
 #include "tensor/grad_mode.h"
 
 namespace tg::distributed {
+namespace {
+
+// Eager reductions whose blocks are not yet waited for when the next bucket goes out: as many as the
+// compiled backward keeps (graphs/passes/schedule_collectives.h).
+constexpr size_t kBucketsInFlight = 2;
+
+}  // namespace
 
 ShardedGradientBuckets::ShardedGradientBuckets(ZeroRedundancyOptimizer& owner)
     : owner_(owner), slot_of_(owner.model_params().size()), got_grad_(owner.model_params().size(), false) {
@@ -55,6 +62,7 @@ void ShardedGradientBuckets::attach() {
 
 void ShardedGradientBuckets::detach() {
   attached_ = false;
+  in_flight_.clear();  // the collectives' memory stays referenced until they are done
   // The parameters may outlive the optimizer (the model goes on): they stop reducing, and compiled
   // graphs that folded this reducer in recompile (their shard parameters are gone).
   for (const Tensor& p : owner_.model_params())
@@ -93,7 +101,21 @@ Tensor ShardedGradientBuckets::reduce_bucket(size_t slot, const TensorList& memb
   const int64_t block = bucket.size / world;
   // Traced, the node keeps the context, and reads the step counter at every run.
   const CollectiveContextScope context({"ZeRO reduce-scatter, " + owner_.describe_bucket(gi, b), step_});
-  return reduce_scatter(cat(parts).view({world, block}), ReduceOp::Avg, owner_.group_);
+  return reduce_scatter_async(cat(parts).view({world, block}), ReduceOp::Avg, owner_.group_);
+}
+
+void ShardedGradientBuckets::accumulate_oldest() {
+  NoGradGuard no_grad;
+  InFlight f = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  const Tensor mine = collective_wait(f.block);
+  const Tensor& shard = owner_.shard_params_[f.group];
+  Tensor grad = shard.grad();
+  if (!grad.defined()) {
+    grad = zeros(shard.sizes(), {.dtype = shard.dtype(), .device = shard.device()});
+    shard.set_grad(grad);
+  }
+  grad.narrow(0, f.offset, mine.numel()).add_(mine);
 }
 
 void ShardedGradientBuckets::launch_ready() {
@@ -110,18 +132,14 @@ void ShardedGradientBuckets::launch_ready() {
       grads.push_back(members.back().grad());
     }
     if (next_ == 0) ++*step_;
-    const Tensor mine = reduce_bucket(next_, grads);
-    const Tensor& shard = owner_.shard_params_[gi];
-    Tensor grad = shard.grad();
-    if (!grad.defined()) {
-      grad = zeros(shard.sizes(), {.dtype = shard.dtype(), .device = shard.device()});
-      shard.set_grad(grad);
-    }
-    grad.narrow(0, layout.shard_offset(gi, b), mine.numel()).add_(mine);
+    in_flight_.push_back({gi, layout.shard_offset(gi, b), reduce_bucket(next_, grads)});
     for (const Tensor& p : members) p.set_grad(Tensor());  // only the shard stays
     ++next_;
+    // The reduction of the bucket issued two before overlapped the gradients computed since.
+    while (in_flight_.size() > kBucketsInFlight) accumulate_oldest();
   }
   if (next_ == order_.size()) {
+    while (!in_flight_.empty()) accumulate_oldest();
     std::fill(ready_.begin(), ready_.end(), 0);
     std::fill(got_grad_.begin(), got_grad_.end(), false);
     next_ = 0;
@@ -169,6 +187,9 @@ TensorList ShardedGradientBuckets::reduce_elsewhere(const std::vector<std::share
       if (g.bucket_of[m] == b) member_grads.push_back(by_param[g.members[m]]);
     blocks[gi][b] = reduce_bucket(slot, member_grads);
   }
+  // Read where the shard gradients are assembled; the scheduling pass moves each wait to before the
+  // reduction issued two later, so two buckets stay in flight while the backward goes on.
+  for (const auto& [gi, b] : order_) blocks[gi][b] = collective_wait(blocks[gi][b]);
   // Each group's shard gradient: its blocks end to end (the shard's layout), accumulated into the
   // shard parameter's .grad by the backward as any leaf gradient is.
   for (size_t gi = 0; gi < layout.groups.size(); ++gi)
@@ -184,6 +205,7 @@ void ShardedGradientBuckets::expect_reduced(const std::vector<std::shared_ptr<Te
 void ShardedGradientBuckets::check_finished() {
   const bool started = std::any_of(ready_.begin(), ready_.end(), [](size_t r) { return r > 0; });
   if (!started) return;
+  while (!in_flight_.empty()) accumulate_oldest();  // the buckets reduced so far count, as they went out
   std::string missing;
   for (size_t k = 0; k < got_grad_.size(); ++k)
     if (!got_grad_[k]) missing += (missing.empty() ? "" : ", ") + std::to_string(k);

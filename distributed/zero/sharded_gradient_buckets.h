@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -19,8 +20,9 @@ class ZeroRedundancyOptimizer;
 
 // Eager backwards drive it through the parameters' post-accumulate-grad hooks: once every gradient
 // of a bucket is there (buckets go out in one order on every rank), the bucket is averaged over the
-// ranks with one reduce_scatter, this rank's block is added to its shard parameter's .grad (so
-// backwards accumulate as they would into .grad), and the bucket's parameters lose their .grad.
+// ranks with one asynchronous reduce_scatter, the bucket's parameters lose their .grad, and once the
+// bucket issued two later is under way (or the last one is) this rank's block is waited for and added
+// to its shard parameter's .grad (so backwards accumulate as they would into .grad).
 // Compiled backwards that produce every parameter's gradient fold the same reduce_scatters into the
 // backward graph (reduce_elsewhere), which delivers the blocks to the shard parameters' .grad and
 // none to the parameters; a graph that produces only some of them leaves them to the hooks.
@@ -54,8 +56,11 @@ class ShardedGradientBuckets final : public GradReducer {
  private:
   void launch_ready();
   // This rank's block of bucket `order_[slot]` averaged over the ranks, from its members' gradients
-  // (in flat order; undefined ones count as zeros): one reduce_scatter, named with the step.
+  // (in flat order; undefined ones count as zeros): one asynchronous reduce_scatter, named with the
+  // step, whose result is read through collective_wait().
   Tensor reduce_bucket(size_t slot, const TensorList& member_grads) const;
+  // Waits for the oldest block in flight and adds it to its shard parameter's .grad.
+  void accumulate_oldest();
   // Whether `leaves` are every parameter (a backward graph reducing them all).
   bool covers(const std::vector<std::shared_ptr<TensorImpl>>& leaves) const;
 
@@ -68,6 +73,14 @@ class ShardedGradientBuckets final : public GradReducer {
   std::vector<size_t> ready_;                     // per slot: gradients accumulated this backward
   std::vector<bool> got_grad_;                    // per parameter, this backward
   size_t next_ = 0;                               // the next slot to reduce
+  // Eager backwards: blocks whose reduce_scatter may still run, oldest first, with their group and
+  // offset in the group's shard.
+  struct InFlight {
+    size_t group;
+    int64_t offset;
+    Tensor block;
+  };
+  std::deque<InFlight> in_flight_;
   // The backward whose reductions run or ran last (from 0; -1 before the first): named by messages.
   std::shared_ptr<std::atomic<int64_t>> step_ = std::make_shared<std::atomic<int64_t>>(-1);
 };
