@@ -8,8 +8,9 @@
 namespace tg::distributed {
 namespace {
 
-// Gathers the shards into one flat tensor; its backward averages the flat gradient over the ranks and
-// keeps this rank's block (a reduce-scatter), so the shard's gradient is eager fully_shard's.
+// Gathers the shards into one flat tensor, asynchronously on NCCL (gather_shard waits for it); its
+// backward averages the flat gradient over the ranks and keeps this rank's block (a reduce-scatter,
+// asynchronous and waited for), so the shard's gradient is eager fully_shard's.
 class ShardGatherOp final : public Op {
  public:
   ShardGatherOp(std::shared_ptr<ProcessGroup> group, std::string label, bool recompute)
@@ -26,13 +27,13 @@ class ShardGatherOp final : public Op {
   }
   void eval(const TensorList& in, TensorList& out) const override {
     const CollectiveContextScope context({label_, nullptr});
-    group_->all_gather(in[0].contiguous(), out[0]);
+    group_->all_gather(in[0].contiguous(), out[0], /*async=*/true);
   }
   TensorList backward(const BackwardContext&, const TensorList& grads) const override {
     const CollectiveContextScope context({label_ + " (gradients)", nullptr});
     const Tensor& g = grads[0];
-    return {reduce_scatter(g.reshape({group_->world_size(), g.numel() / group_->world_size()}), ReduceOp::Avg,
-                           group_)};
+    return {collective_wait(reduce_scatter_async(g.reshape({group_->world_size(), g.numel() / group_->world_size()}),
+                                                 ReduceOp::Avg, group_))};
   }
 
  private:
@@ -44,7 +45,9 @@ class ShardGatherOp final : public Op {
 }  // namespace
 
 Tensor gather_shard(const Tensor& shard, std::shared_ptr<ProcessGroup> group, std::string label, bool recompute) {
-  return call_op<ShardGatherOp>({shard}, std::move(group), std::move(label), recompute);
+  // Waited for where it is traced: under compile() the scheduling pass leaves the gather one unit ahead
+  // and the wait before the unit's first read, so the gather overlaps the previous unit's compute.
+  return collective_wait(call_op<ShardGatherOp>({shard}, std::move(group), std::move(label), recompute));
 }
 
 }  // namespace tg::distributed

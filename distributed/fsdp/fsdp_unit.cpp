@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "autograd/engine.h"
+#include "distributed/collectives/collective_wait.h"
 #include "distributed/fsdp/fsdp_gather.h"
 #include "nn/module.h"
 #include "ops/core/guarded_value.h"
@@ -70,9 +71,14 @@ void FullyShardedUnit::attach() {
   reshard();
 }
 
-void FullyShardedUnit::unshard() {
+void FullyShardedUnit::unshard(bool async) {
   if (traced_calls_ > 0 && !is_tracing()) end_trace();  // a trace that threw inside the unit's forward
-  if (gathered_) return;
+  if (gathered_) {
+    if (async) return;
+    for (const Tensor& full : pending_gathers_) wait_for_collective(full);  // a prefetch's gathers
+    pending_gathers_.clear();
+    return;
+  }
   TG_CHECK(!is_tracing(), "[fully_shard] the parameters of the sharded ", type_, " were to be gathered eagerly while "
            "compile() traces (full_state_dict, or a parameter read outside its unit's forward), which a traced graph "
            "would not replay: inside a compiled function a unit gathers only around its module's calls");
@@ -82,7 +88,8 @@ void FullyShardedUnit::unshard() {
     const Tensor full = empty({zg.flat_size()}, {.dtype = zg.dtype, .device = zg.device});
     // Writes the storage directly (no version bump), so that tensors saved for backward in the forward
     // see the same version when the backward gathers again.
-    group_->all_gather(shards_[g].detach(), full);
+    group_->all_gather(shards_[g].detach(), full, async);
+    if (async) pending_gathers_.push_back(full);
     for (size_t m = 0; m < zg.members.size(); ++m) {
       const Tensor& p = params_[zg.members[m]];
       p.impl()->set_geometry(full.impl()->storage(), zg.shapes[m], contiguous_strides(zg.shapes[m]),
@@ -93,6 +100,7 @@ void FullyShardedUnit::unshard() {
 }
 
 void FullyShardedUnit::reshard() {
+  pending_gathers_.clear();  // not read: what the gathers use stays referenced until they are done
   if (!gathered_) return;
   for (const Tensor& p : params_) {
     const Shape sizes = p.sizes();
@@ -108,13 +116,13 @@ void FullyShardedUnit::prefetch(int step) {
   if (it == order.end()) return;
   const auto at = static_cast<int64_t>(it - order.begin()) + step;
   if (at < 0 || at >= static_cast<int64_t>(order.size())) return;
-  // Synchronous on both backends today; with NCCL this gather could run on a side stream while this
-  // unit computes (FSDP2's prefetch), and the unit's own pre-hook would wait for it.
+  // On NCCL the gather runs on its stream while this unit computes (FSDP2's prefetch); the next unit's
+  // own hook waits for it.
   FullyShardedUnit* next = order[static_cast<size_t>(at)];
   // A unit whose backward is over (the root's, when its parameters are read last, as a head's) would
   // stay gathered, and the next forward would read those stale values instead of the updated shards.
   if (next->reduced_) return;
-  next->unshard();
+  next->unshard(/*async=*/true);
 }
 
 void FullyShardedUnit::pre_forward() {

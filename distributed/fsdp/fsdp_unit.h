@@ -53,8 +53,10 @@ class FullyShardedUnit : public std::enable_shared_from_this<FullyShardedUnit> {
   bool is_root() const { return root_; }
 
   // All-gathers the full parameters from the shards and points the module's parameters at them (a
-  // no-op when gathered). A collective. On NCCL this is where an asynchronous prefetch would go.
-  void unshard();
+  // no-op when gathered), then waits for the gathers (also for those of an earlier asynchronous
+  // call). A collective. `async` (a prefetch): the gathers run on NCCL's stream and the next
+  // unshard() of this unit waits for them (synchronous on the CPU backend).
+  void unshard(bool async = false);
   // Frees the full parameters: the module's parameters point at an empty storage whose every read
   // throws an error saying why.
   void reshard();
@@ -90,6 +92,7 @@ class FullyShardedUnit : public std::enable_shared_from_this<FullyShardedUnit> {
   ZeroLayout layout_;
   TensorList shards_;
   Storage freed_;  // what the parameters point at while resharded
+  TensorList pending_gathers_;  // the full parameters an asynchronous unshard() is still gathering
   bool reshard_after_forward_ = true;
   bool gathered_ = true;  // the parameters start with their own data
   bool root_ = true;
