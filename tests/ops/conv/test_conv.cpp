@@ -235,8 +235,9 @@ TEST(ConvCuda, GroupedStridedConvolutionsUnderAutocast) {
     const Tensor x = random_tensor(c.x, kFloat32), w = random_tensor(c.w, kFloat32);
     const Tensor b = random_tensor({c.w[0]}, kFloat32);
     auto run = [&](Device device, bool autocast) {
-      const Tensor xd = x.to(device).requires_grad_(true), wd = w.to(device).requires_grad_(true);
-      const Tensor bd = b.to(device).requires_grad_(true);
+      // detach(): to() of a tensor already on `device` is the tensor itself, and each run wants leaves.
+      const Tensor xd = x.to(device).detach().requires_grad_(true), wd = w.to(device).detach().requires_grad_(true);
+      const Tensor bd = b.to(device).detach().requires_grad_(true);
       Tensor y;
       {
         AutocastGuard guard(device, kBFloat16, autocast);
