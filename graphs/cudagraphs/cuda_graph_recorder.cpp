@@ -105,8 +105,10 @@ class CudaRecorder final : public GraphRecorder {
 
   void warm_up(const std::function<void()>& fn) override {
     // One-time set-up (the cuBLAS handle and its workspace) happens here, not in the recording.
+    // Outside the graphs' pool: what a warm-up returns may outlive the step (a gradient held until
+    // the next zero_grad), and a block of the pool held that way could be one that a recording of
+    // another segment writes on every replay, forcing it to record again.
     (void)cuda::cublas_handle(device_.index);
-    cuda::MempoolGuard route(pool_, device_.index);
     fn();
   }
 

@@ -21,7 +21,8 @@ void CudaGraphExecutor::run_captured(size_t s, std::vector<Tensor>& env) {
   const int nodes = static_cast<int>(seg.nodes.size());
   if (++state.calls == 1 || state.gave_up) {
     if (state.calls == 1) {
-      // Warm-up, inside the pool (lazy initialisation such as library handles happens outside any capture).
+      // Warm-up, eagerly and outside the graphs' pool (lazy set-up such as library handles happens
+      // outside any capture).
       count(&CompileCounters::warmups);
       report_.warmup_nodes += nodes;
       recorder_->warm_up([&] { run_eagerly(seg, env); });
