@@ -146,7 +146,9 @@ class CudaRecorder final : public GraphRecorder {
 
   std::pair<std::unique_ptr<RecordedGraph>, TensorList> record(const std::function<TensorList()>& body) override {
     cudaStream_t caller = cuda::current_stream();
-    // The side stream must see everything the caller queued before capture begins.
+    // The side stream must see everything the caller queued before capture begins, work forked
+    // from it included (an eager asynchronous collective): the capture joins only what it forks.
+    cuda::join_forked_work();
     TG_CUDA_CHECK(cudaStreamSynchronize(caller));
     (void)cuda::cublas_handle(device_.index);  // created, with its workspace, before capture begins
     Tensor replay_shift = zeros({2}, {.dtype = kInt64, .device = device_});

@@ -77,15 +77,19 @@ void note_forked_work(cudaStream_t side, TensorList keep_alive) { note(side, std
 void join_forked_work() {
   ThreadState& s = state();
   if (s.pending.empty()) return;
-  for (ForkedWork& w : s.pending) {
-    TG_CUDA_CHECK(cudaStreamWaitEvent(current_stream(), w.done, 0));
+  // Taken off the list first: a wait that fails (a capture that cannot depend on work queued outside
+  // it) must not leave the work pending for every later join to fail on again.
+  std::vector<ForkedWork> joined = std::move(s.pending);
+  s.pending.clear();
+  cudaError_t failed = cudaSuccess;
+  for (ForkedWork& w : joined) {
+    if (failed == cudaSuccess) failed = cudaStreamWaitEvent(current_stream(), w.done, 0);
     s.events.give_back(w.done);
   }
   // Buffers are released after the waits are queued: their reuse is ordered after them.
-  std::vector<ForkedWork> joined = std::move(s.pending);
-  s.pending.clear();
   for (ForkedWork& w : joined)
     for (void* block : w.held_frees) CachingAllocator::get().deallocate(block);
+  TG_CUDA_CHECK(failed);
 }
 
 cudaStream_t branch_stream() {
