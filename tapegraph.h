@@ -43,6 +43,7 @@
 #include "ops/random/dropout.h"
 #include "ops/random/multinomial.h"
 #include "ops/reduce/reduce.h"
+#include "ops/reduce/reduce_composite.h"
 #include "ops/rnn/rnn.h"
 #include "ops/shape/join.h"
 #include "ops/shape/pad.h"

@@ -162,6 +162,8 @@ class Tensor {
   Tensor& div_(Scalar other);
   Tensor& trunc_();
   Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max);
+  // Writes value where mask (broadcast to this tensor's shape) is true.
+  Tensor& masked_fill_(const Tensor& mask, Scalar value);
   // Changes the sizes (contiguous), growing storage when needed; new elements are uninitialized.
   Tensor& resize_(const Shape& sizes);
   // Makes this tensor share source's storage and geometry.
@@ -222,6 +224,20 @@ class Tensor {
   Tensor argmax(std::optional<int64_t> dim = {}, bool keepdim = false) const;
   // Variance with Bessel's correction by default (correction = 1).
   Tensor var(const Shape& dims = {}, int64_t correction = 1, bool keepdim = false) const;
+  // Standard deviation with Bessel's correction by default.
+  Tensor std(const Shape& dims = {}, int64_t correction = 1, bool keepdim = false) const;
+  // The largest element as a 0-dim tensor.
+  Tensor max() const;
+  // The smallest element as a 0-dim tensor.
+  Tensor min() const;
+  // (values, int64 indices) of the largest elements along dim (torch.max(x, dim)).
+  std::pair<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
+  // (values, int64 indices) of the smallest elements along dim (torch.min(x, dim)).
+  std::pair<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+  // Index of the minimum over all elements (flattened) or along dim.
+  Tensor argmin(std::optional<int64_t> dim = {}, bool keepdim = false) const;
+  // Vector norm of order ord over dims, all when empty (tg::vector_norm).
+  Tensor norm(double ord = 2, const Shape& dims = {}, bool keepdim = false) const;
 
   // ---- linear algebra, softmax, indexing --------------------------------------------------
   Tensor mm(const Tensor& other) const;
@@ -233,6 +249,8 @@ class Tensor {
   Tensor gather(int64_t dim, const Tensor& index) const;
   // value where mask (broadcast to this tensor) is true.
   Tensor masked_fill(const Tensor& mask, Scalar value) const;
+  // Copies of this tensor tiled `repeats[i]` times along dim i (leading repeats add dims).
+  Tensor repeat(const Shape& repeats) const;
   // The lower (tril) or upper (triu) triangle of the last two dims, the rest zero.
   Tensor tril(int64_t diagonal = 0) const;
   Tensor triu(int64_t diagonal = 0) const;

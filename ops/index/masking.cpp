@@ -43,6 +43,10 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
 }
 
 Tensor Tensor::masked_fill(const Tensor& mask, Scalar value) const { return tg::masked_fill(*this, mask, value); }
+Tensor& Tensor::masked_fill_(const Tensor& mask, Scalar value) {
+  // masked_fill checks that the mask broadcasts to this tensor's shape, so the copy back fits.
+  return copy_(tg::masked_fill(*this, mask, value));
+}
 Tensor Tensor::tril(int64_t diagonal) const { return tg::tril(*this, diagonal); }
 Tensor Tensor::triu(int64_t diagonal) const { return tg::triu(*this, diagonal); }
 

@@ -5,6 +5,7 @@
 #include "ops/elementwise/copy.h"
 #include "ops/factory/factory.h"
 #include "ops/shape/view.h"
+#include "tensor/shape.h"
 
 namespace tg {
 namespace {
@@ -118,5 +119,26 @@ Tensor stack(const TensorList& tensors, int64_t dim) {
   for (const Tensor& t : tensors) parts.push_back(unsqueeze(t, d));
   return cat(parts, d);
 }
+
+Tensor repeat(const Tensor& x, const Shape& repeats) {
+  const auto dims = static_cast<int64_t>(repeats.size());
+  TG_CHECK(dims >= x.dim(), "[repeat] expected at least as many repeats as the tensor has dims (", x.dim(),
+           "), got ", shape_str(repeats));
+  // Each dim of size s repeated r times: a [1, s] pair expanded to [r, s], then merged into r * s.
+  Shape paired, expanded, out;
+  for (int64_t i = 0; i < dims; ++i) {
+    const int64_t r = repeats[static_cast<size_t>(i)];
+    TG_CHECK(r >= 0, "[repeat] expected repeats of at least 0, got ", shape_str(repeats));
+    const int64_t s = i < dims - x.dim() ? 1 : x.size(i - (dims - x.dim()));
+    paired.push_back(1);
+    paired.push_back(s);
+    expanded.push_back(r);
+    expanded.push_back(s);
+    out.push_back(r * s);
+  }
+  return reshape(expand(reshape(x, paired), expanded), out);
+}
+
+Tensor Tensor::repeat(const Shape& repeats) const { return tg::repeat(*this, repeats); }
 
 }  // namespace tg

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -138,6 +139,19 @@ inline std::vector<OpCase> all_op_cases() {
   add_case("var", [] { return TensorList{uniform({3, 4})}; }, [](L x) { return var(x[0]); }, true);
   add_case("var_dim_unbiased0", [] { return TensorList{uniform({3, 4})}; },
            [](L x) { return var(x[0], {1}, 0, true); }, true);
+  add_case("max_dim_values", [] { return TensorList{uniform({3, 4})}; }, [](L x) { return max(x[0], 1).first; });
+  add_case("min_dim_keepdim_values", [] { return TensorList{uniform({3, 4})}; },
+           [](L x) { return min(x[0], 0, true).first; });
+  add_case("std", [] { return TensorList{uniform({3, 4})}; }, [](L x) { return std(x[0]); }, true);
+  add_case("std_dim_unbiased0", [] { return TensorList{uniform({3, 4})}; },
+           [](L x) { return std(x[0], {1}, 0, true); }, true);
+  add_case("vector_norm", [] { return TensorList{uniform({3, 4})}; }, [](L x) { return vector_norm(x[0]); }, true);
+  add_case("vector_norm_ord1_dim", [] { return TensorList{signed_away({3, 4})}; },
+           [](L x) { return vector_norm(x[0], 1, {1}); });
+  add_case("vector_norm_ord3_dim_keepdim", [] { return TensorList{signed_away({3, 4})}; },
+           [](L x) { return vector_norm(x[0], 3, {0}, true); }, true);
+  add_case("vector_norm_inf", [] { return TensorList{signed_away({3, 4})}; },
+           [](L x) { return vector_norm(x[0], std::numeric_limits<double>::infinity(), {1}); });
 
   // ---- matrix products ----
   add_case("mm", [] { return TensorList{uniform({2, 3}), uniform({3, 4})}; }, [](L x) { return mm(x[0], x[1]); },
@@ -247,6 +261,7 @@ inline std::vector<OpCase> all_op_cases() {
            [](L x) { return stack({x[0], x[1]}, 0); });
   add_case("stack_last", [] { return TensorList{uniform({2, 3}), uniform({2, 3})}; },
            [](L x) { return stack({x[0], x[1]}, -1); });
+  add_case("repeat", [] { return TensorList{uniform({2, 3})}; }, [](L x) { return repeat(x[0], {2, 1, 3}); });
   add_case("index_select", [] { return TensorList{uniform({4, 3}), index({2, 0, 2})}; },
            [](L x) { return index_select(x[0], 0, x[1]); });
   add_case("index_select_dim1", [] { return TensorList{uniform({2, 4}), index({3, 1})}; },
