@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "ops/core/autocast.h"
 #include "ops/elementwise/binary.h"
 #include "ops/elementwise/compare.h"
 #include "ops/elementwise/unary.h"
@@ -37,6 +38,16 @@ std::pair<Tensor, Tensor> select_along(const char* op, const Tensor& x, int64_t 
   return values_at(x, d, index, keepdim);
 }
 
+// total^(1/ord) for total >= 0, with the root taken of 1 where total is 0 and that result replaced
+// by 0: the value is the same, and the gradient there is 0 (PyTorch's for std and norms) rather than
+// the root's infinite slope times 0.
+Tensor zero_safe_root(const Tensor& total, double ord) {
+  const Tensor zero = eq(total, Scalar(0));
+  const Tensor safe = where(zero, ones_like(total), total);
+  const Tensor root = ord == 2 ? sqrt(safe) : pow(safe, Scalar(1.0 / ord));
+  return where(zero, zeros_like(total), root);
+}
+
 }  // namespace
 
 Tensor max(const Tensor& x) {
@@ -67,25 +78,20 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 }
 
 Tensor std(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
-  return sqrt(var(x, dims, correction, keepdim));
+  return zero_safe_root(var(x, dims, correction, keepdim), 2);
 }
 
-Tensor vector_norm(const Tensor& x, double ord, const Shape& dims, bool keepdim) {
-  TG_CHECK(is_floating(x.dtype()), "[vector_norm] expected a floating dtype, got ", dtype_name(x.dtype()));
+Tensor vector_norm(const Tensor& input, double ord, const Shape& dims, bool keepdim) {
+  TG_CHECK(is_floating(input.dtype()), "[vector_norm] expected a floating dtype, got ", dtype_name(input.dtype()));
   TG_CHECK(!std::isnan(ord) && ord != 0 && (ord > 0 || std::isinf(ord)), "[vector_norm] ord ", ord,
            " is not supported: expected a positive number or +-infinity (for the count of nonzeros, "
            "ne(x, 0).sum())");
+  // On PyTorch's CUDA autocast float32 list (norm), as every order computes it.
+  const Tensor x = autocast::to_float(input, autocast::kCudaList);
   const Tensor a = abs(x);
   if (std::isinf(ord)) return ord > 0 ? amax(a, dims, keepdim) : amin(a, dims, keepdim);
   if (ord == 1) return sum(a, dims, keepdim);
-  // (sum |x|^ord)^(1/ord), with the root taken of 1 where the sum is 0 and that result replaced by
-  // 0: the value is the same, and the gradient of a zero vector is 0 (PyTorch's) rather than the
-  // root's infinite slope times 0.
-  const Tensor total = ord == 2 ? sum(mul(x, x), dims, keepdim) : sum(pow(a, Scalar(ord)), dims, keepdim);
-  const Tensor zero = eq(total, Scalar(0));
-  const Tensor safe = where(zero, ones_like(total), total);
-  const Tensor root = ord == 2 ? sqrt(safe) : pow(safe, Scalar(1.0 / ord));
-  return where(zero, zeros_like(total), root);
+  return zero_safe_root(ord == 2 ? sum(mul(x, x), dims, keepdim) : sum(pow(a, Scalar(ord)), dims, keepdim), ord);
 }
 
 Tensor Tensor::max() const { return tg::max(*this); }

@@ -110,6 +110,22 @@ TEST(Std, IsTheRootOfTheVariance) {
   EXPECT_EQ(x.std({0}, 1, true).sizes(), (Shape{1, 3}));
 }
 
+// Where the deviation is 0 (one element with correction 0, or equal ones) its gradient is 0, as
+// PyTorch's, not NaN (found by the PyTorch oracle).
+TEST(Std, ZeroDeviationsHaveZeroGradients) {
+  const Tensor x = make({2, 2, 1, 3}, kFloat64, {2, 2}).requires_grad_(true);
+  const Tensor s = x.std({1});
+  expect_values(s.detach(), {0, std::sqrt(2.0)});
+  s.sum().backward();
+  const std::vector<double> g = x.grad().to_vector<double>();
+  EXPECT_EQ(g[0], 0.0);
+  EXPECT_EQ(g[1], 0.0);
+  EXPECT_TRUE(std::isfinite(g[2]) && std::isfinite(g[3]));
+  const Tensor one = make({5}, kFloat64, {1, 1}).requires_grad_(true);
+  one.std({0}, 0).sum().backward();
+  expect_values(one.grad(), {0});
+}
+
 TEST(VectorNorm, OrdersAndDims) {
   const Tensor x = make({3, -4, 0, 1, -2, 2}, kFloat64, {2, 3});
   expect_values(x.norm(), {std::sqrt(34.0)});
