@@ -1,7 +1,8 @@
 // The ops only the PyTorch oracle draws: modules with their parameters (which the Python side sees
 // as inputs p<index>, passed to torch.nn.functional calls), scaled dot-product attention, topk and
-// linear_cross_entropy. They sit
-// after the compiled-vs-eager fuzzer's ops in the table, so its seeds keep drawing the same programs.
+// linear_cross_entropy, and the reductions composed of other ops (max/min along a dim, std,
+// vector_norm) and repeat. They sit after the compiled-vs-eager fuzzer's ops in the table, so its
+// seeds keep drawing the same programs.
 #include <cmath>
 #include <cstdio>
 
@@ -36,6 +37,12 @@ std::string py_reals(const std::vector<double>& v) {
 
 bool floating(const Tensor& t) { return is_floating(t.dtype()); }
 
+std::string cpp_list(const std::vector<int64_t>& v) {
+  std::string s = "{";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "}";
+}
+
 // Parameters in the operand's dtype, or float32 under autocast (as a model's weights are there).
 TensorOptions param_options(const Tensor& x) {
   const bool autocast = autocast_dtype(x.device().type).has_value();
@@ -61,6 +68,84 @@ FuzzOp module_op(std::string name, int arity, std::function<bool(Rng&, const Ten
             std::move(python)};
   op.oracle_only = true;
   return op;
+}
+
+// The reductions composed of other ops, and repeat, against their torch counterparts.
+void add_reduction_oracle_ops(std::vector<FuzzOp>& ops) {
+  // max or min along a dim (a.ints = {dim, keepdim, largest}); the values detached, as topk's, since
+  // which of equal elements gets the gradient depends on rounding at the programs' dtype.
+  FuzzOp select{"max_min_dim", 1, false,
+                [](Rng& rng, const TensorList& x, Attrs& a) {
+                  if (!floating(x[0]) || x[0].dim() < 1 || x[0].numel() == 0) return false;
+                  a.ints = {rng.between(0, x[0].dim() - 1), rng.chance(0.5), rng.chance(0.5)};
+                  return true;
+                },
+                [](TensorList& x, const Attrs& a) {
+                  const Tensor d = x[0].detach();
+                  return (a.ints[2] ? d.max(a.ints[0], a.ints[1] != 0) : d.min(a.ints[0], a.ints[1] != 0)).first;
+                },
+                [](const Names& n, const Attrs& a) {
+                  return n[0] + ".detach()." + (a.ints[2] ? "max(" : "min(") + str(a.ints[0]) + ", " +
+                         (a.ints[1] ? "true" : "false") + ").first";
+                },
+                [](const Names& n, const Attrs& a) {
+                  return std::string(a.ints[2] ? "torch.max(" : "torch.min(") + n[0] + ".detach(), " + str(a.ints[0]) +
+                         ", keepdim=" + (a.ints[1] ? "True" : "False") + ").values";
+                }};
+  select.oracle_only = true;
+  ops.push_back(std::move(select));
+  // std along a dim (a.ints = {dim, keepdim, correction}; correction 0 over a dim of one element).
+  FuzzOp deviation{"std_dim", 1, false,
+                   [](Rng& rng, const TensorList& x, Attrs& a) {
+                     if (!floating(x[0]) || x[0].dim() < 1 || x[0].numel() == 0) return false;
+                     const int64_t d = rng.between(0, x[0].dim() - 1);
+                     a.ints = {d, rng.chance(0.5), x[0].size(d) > 1 && rng.chance(0.5)};
+                     return true;
+                   },
+                   [](TensorList& x, const Attrs& a) { return x[0].std({a.ints[0]}, a.ints[2], a.ints[1] != 0); },
+                   [](const Names& n, const Attrs& a) {
+                     return n[0] + ".std({" + str(a.ints[0]) + "}, " + str(a.ints[2]) + ", " +
+                            (a.ints[1] ? "true" : "false") + ")";
+                   },
+                   [](const Names& n, const Attrs& a) {
+                     return "torch.std(" + n[0] + ", dim=" + str(a.ints[0]) + ", correction=" + str(a.ints[2]) +
+                            ", keepdim=" + (a.ints[1] ? "True" : "False") + ")";
+                   }};
+  deviation.oracle_only = true;
+  ops.push_back(std::move(deviation));
+  // vector_norm of order 1, 2, 3 or infinity along a dim (a.ints = {dim, keepdim}, a.reals = {ord}).
+  FuzzOp norm{"vector_norm", 1, false,
+              [](Rng& rng, const TensorList& x, Attrs& a) {
+                if (!floating(x[0]) || x[0].dim() < 1 || x[0].numel() == 0) return false;
+                a.ints = {rng.between(0, x[0].dim() - 1), rng.chance(0.5)};
+                a.reals = {rng.pick(std::vector<double>{1.0, 2.0, 3.0, INFINITY})};
+                return true;
+              },
+              [](TensorList& x, const Attrs& a) { return vector_norm(x[0], a.reals[0], {a.ints[0]}, a.ints[1] != 0); },
+              [](const Names& n, const Attrs& a) {
+                return "vector_norm(" + n[0] + ", " + (std::isinf(a.reals[0]) ? "INFINITY" : num(a.reals[0])) +
+                       ", {" + str(a.ints[0]) + "}, " + (a.ints[1] ? "true" : "false") + ")";
+              },
+              [](const Names& n, const Attrs& a) {
+                return "torch.linalg.vector_norm(" + n[0] + ", " +
+                       (std::isinf(a.reals[0]) ? std::string("float('inf')") : num(a.reals[0])) + ", dim=" +
+                       str(a.ints[0]) + ", keepdim=" + (a.ints[1] ? "True" : "False") + ")";
+              }};
+  norm.oracle_only = true;
+  ops.push_back(std::move(norm));
+  // repeat: 1 or 2 copies along each dim, and a leading dim of 2 in some.
+  FuzzOp tile{"repeat", 1, false,
+              [](Rng& rng, const TensorList& x, Attrs& a) {
+                if (x[0].dim() > 3 || x[0].numel() > 64) return false;
+                if (rng.chance(0.3)) a.ints.push_back(2);
+                for (int64_t d = 0; d < x[0].dim(); ++d) a.ints.push_back(rng.between(1, 2));
+                return !a.ints.empty();
+              },
+              [](TensorList& x, const Attrs& a) { return x[0].repeat(Shape(a.ints.begin(), a.ints.end())); },
+              [](const Names& n, const Attrs& a) { return n[0] + ".repeat(" + cpp_list(a.ints) + ")"; },
+              [](const Names& n, const Attrs& a) { return n[0] + ".repeat(" + py_list(a.ints, 0, a.ints.size()) + ")"; }};
+  tile.oracle_only = true;
+  ops.push_back(std::move(tile));
 }
 
 }  // namespace
@@ -293,6 +378,7 @@ void add_oracle_ops(std::vector<FuzzOp>& ops) {
              }};
   lce.oracle_only = true;
   ops.push_back(std::move(lce));
+  add_reduction_oracle_ops(ops);
 }
 
 }  // namespace tg::fuzz
