@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "ops/core/cpu/vector_isa.h"
+#include "ops/elementwise/cpu/span_math.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/elementwise/functors.h"
 
@@ -60,6 +61,8 @@ constexpr bool has_wide_variants(std::index_sequence<I...>) {
 
 template <typename F, size_t... I>
 void dense_run(char* const* data, int64_t n, const F& f, std::index_sequence<I...> seq) {
+  // Functors whose scalar form calls libm run their span on Eigen's vectorized math instead.
+  if constexpr (SpanKernel<F>::kAvailable) return SpanKernel<F>::run(data, n);
 #if TG_CPU_ISA_VARIANTS
   if constexpr (has_wide_variants<F>(seq)) {
     switch (vector_isa()) {
