@@ -2,6 +2,7 @@
 #include "ops/norm/softmax.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "ops/core/autocast.h"
 #include "ops/core/dispatch.h"
@@ -40,10 +41,16 @@ void softmax_rows_cpu(SoftmaxMode mode, const Tensor& a, const Tensor& b, int64_
         T m = max_identity<T>();
         for (int64_t j = 0; j < n; ++j) m = MaxCombine{}(m, x[j * sa]);
         T s = 0;
-        for (int64_t j = 0; j < n; ++j) s += std::exp(x[j * sa] - m);
-        if (mode == SoftmaxMode::Softmax) {
+        if (mode == SoftmaxMode::Softmax && std::is_floating_point_v<T>) {
+          // Each exponential once: written to the output, summed, then divided in place (the same
+          // values as computing it twice; 16-bit outputs would round it in between, so they do).
+          for (int64_t j = 0; j < n; ++j) s += (o[j * so] = std::exp(x[j * sa] - m));
+          for (int64_t j = 0; j < n; ++j) o[j * so] = o[j * so] / s;
+        } else if (mode == SoftmaxMode::Softmax) {
+          for (int64_t j = 0; j < n; ++j) s += std::exp(x[j * sa] - m);
           for (int64_t j = 0; j < n; ++j) o[j * so] = std::exp(x[j * sa] - m) / s;
         } else {
+          for (int64_t j = 0; j < n; ++j) s += std::exp(x[j * sa] - m);
           const T log_s = std::log(s);  // (x - m) - log(s): m + log(s) would round away small differences
           for (int64_t j = 0; j < n; ++j) o[j * so] = (x[j * sa] - m) - log_s;
         }
