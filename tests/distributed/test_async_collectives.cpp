@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <string_view>
 
@@ -283,12 +284,29 @@ std::shared_ptr<nn::Sequential> make_mlp(Device device) {
 
 const optim::SGDOptions kSgd{.lr = 0.1, .momentum = 0.9};
 
+using Batches = std::vector<std::pair<Tensor, Tensor>>;
+
+// One pass over `batches` with `opt` (zero_grad, loss_of, backward, step); returns the losses.
+template <typename Optimizer>
+std::vector<double> train(Optimizer& opt, const Batches& batches,
+                          const std::function<Tensor(const Tensor&, const Tensor&)>& loss_of) {
+  std::vector<double> losses;
+  for (const auto& [x, y] : batches) {
+    opt.zero_grad();
+    const Tensor loss = loss_of(x, y);
+    loss.backward();
+    opt.step();
+    losses.push_back(loss.item<double>());
+  }
+  return losses;
+}
+
 // ZeRO stage 2 (buckets reduced and waited for two in flight) and fully_shard (gathers prefetched
 // one unit ahead, gradients reduced asynchronously), eagerly and compiled with `backend`, on
 // `group` (of one): the losses and parameters of plain SGD on the same model and batches.
 void expect_sharded_training_matches_one_process(ProcessGroup& group, const std::string& backend) {
   const Device device = group.device();
-  std::vector<std::pair<Tensor, Tensor>> batches;
+  Batches batches;
   manual_seed(7);
   for (int s = 0; s < 6; ++s) batches.emplace_back(randn({8, 6}).to(device), randint(0, 4, {8}).to(device));
 
@@ -297,13 +315,7 @@ void expect_sharded_training_matches_one_process(ProcessGroup& group, const std:
   {
     auto model = make_mlp(device);
     optim::SGD opt(model->parameters(), kSgd);
-    for (const auto& [x, y] : batches) {
-      opt.zero_grad();
-      const Tensor loss = cross_entropy((*model)(x), y);
-      loss.backward();
-      opt.step();
-      reference.push_back(loss.item<double>());
-    }
+    reference = train(opt, batches, [&](const Tensor& x, const Tensor& y) { return cross_entropy((*model)(x), y); });
     for (const auto& [name, p] : model->named_parameters()) reference_params[name] = p.detach().clone();
   }
   auto expect_matches = [&](const std::vector<double>& losses, const std::map<std::string, Tensor>& params) {
@@ -322,14 +334,9 @@ void expect_sharded_training_matches_one_process(ProcessGroup& group, const std:
                                  {.process_group = handle(group), .stage = 2, .bucket_cap_mb = 0.002});
     auto step = compile([&](const Tensor& x, const Tensor& y) { return cross_entropy((*model)(x), y); },
                         {.backend = backend});
-    std::vector<double> losses;
-    for (const auto& [x, y] : batches) {
-      zero.zero_grad();
-      const Tensor loss = compiled ? step(x, y) : cross_entropy((*model)(x), y);
-      loss.backward();
-      zero.step();
-      losses.push_back(loss.item<double>());
-    }
+    const std::vector<double> losses = train(zero, batches, [&](const Tensor& x, const Tensor& y) {
+      return compiled ? step(x, y) : cross_entropy((*model)(x), y);
+    });
     std::map<std::string, Tensor> params;
     for (const auto& [name, p] : model->named_parameters()) params[name] = p.detach().clone();
     expect_matches(losses, params);
@@ -349,14 +356,9 @@ void expect_sharded_training_matches_one_process(ProcessGroup& group, const std:
     optim::SGD opt(sharded_parameters(*model), kSgd);
     auto step = compile([&](const Tensor& x, const Tensor& y) { return cross_entropy((*model)(x), y); },
                         {.backend = backend});
-    std::vector<double> losses;
-    for (const auto& [x, y] : batches) {
-      opt.zero_grad();
-      const Tensor loss = compiled ? step(x, y) : cross_entropy((*model)(x), y);
-      loss.backward();
-      opt.step();
-      losses.push_back(loss.item<double>());
-    }
+    const std::vector<double> losses = train(opt, batches, [&](const Tensor& x, const Tensor& y) {
+      return compiled ? step(x, y) : cross_entropy((*model)(x), y);
+    });
     expect_matches(losses, full_state_dict(*model));
     if (compiled) EXPECT_EQ(step.counters().compilations, 1);
   }
