@@ -8,6 +8,7 @@
 #include "ops/core/dispatch.h"
 #include "ops/core/widen.h"
 #include "ops/elementwise/binary.h"
+#include "ops/elementwise/cpu/span_math.h"
 #include "ops/elementwise/unary.h"
 #include "ops/norm/softmax_rows.h"
 #include "ops/reduce/reduce.h"
@@ -39,12 +40,26 @@ void softmax_rows_cpu(SoftmaxMode mode, const Tensor& a, const Tensor& b, int64_
       case SoftmaxMode::Softmax:
       case SoftmaxMode::LogSoftmax: {
         T m = max_identity<T>();
-        for (int64_t j = 0; j < n; ++j) m = MaxCombine{}(m, x[j * sa]);
+        bool have_max = false;
+        if constexpr (std::is_floating_point_v<T>) {
+          if (sa == 1 && n > 0) {  // a contiguous row: vectorized
+            m = cpu::max_of_span(x, n);
+            have_max = true;
+          }
+        }
+        if (!have_max)
+          for (int64_t j = 0; j < n; ++j) m = MaxCombine{}(m, x[j * sa]);
         T s = 0;
         if (mode == SoftmaxMode::Softmax && std::is_floating_point_v<T>) {
           // Each exponential once: written to the output, summed, then divided in place (the same
           // values as computing it twice; 16-bit outputs would round it in between, so they do).
           for (int64_t j = 0; j < n; ++j) s += (o[j * so] = std::exp(x[j * sa] - m));
+          if constexpr (std::is_floating_point_v<T>) {
+            if (so == 1) {
+              cpu::divide_span(o, s, n);
+              break;
+            }
+          }
           for (int64_t j = 0; j < n; ++j) o[j * so] = o[j * so] / s;
         } else if (mode == SoftmaxMode::Softmax) {
           for (int64_t j = 0; j < n; ++j) s += std::exp(x[j * sa] - m);

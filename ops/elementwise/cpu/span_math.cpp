@@ -3,6 +3,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace tg::cpu {
 namespace {
@@ -65,5 +66,20 @@ void gelu_tanh_backward_span(const float* g, const float* x, float* out, int64_t
   });
 }
 
+
+namespace {
+
+template <typename T>
+T max_of(const T* x, int64_t n) {
+  const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> v(x, n);
+  return v.isNaN().any() ? std::numeric_limits<T>::quiet_NaN() : v.maxCoeff();
+}
+
+}  // namespace
+
+float max_of_span(const float* x, int64_t n) { return max_of(x, n); }
+double max_of_span(const double* x, int64_t n) { return max_of(x, n); }
+void divide_span(float* o, float s, int64_t n) { Eigen::Map<Eigen::ArrayXf>(o, n) /= s; }
+void divide_span(double* o, double s, int64_t n) { Eigen::Map<Eigen::ArrayXd>(o, n) /= s; }
 
 }  // namespace tg::cpu

@@ -17,6 +17,13 @@ void gelu_tanh_span(const float* x, float* y, int64_t n);
 // out = g * gelu_tanh'(x) over n floats.
 void gelu_tanh_backward_span(const float* g, const float* x, float* out, int64_t n);
 
+// The largest of x[0..n) (n > 0), NaN when any is NaN: a row's maximum, vectorized.
+float max_of_span(const float* x, int64_t n);
+double max_of_span(const double* x, int64_t n);
+// o[j] = o[j] / s over n elements, vectorized (each quotient rounds as the scalar one does).
+void divide_span(float* o, float s, int64_t n);
+void divide_span(double* o, double s, int64_t n);
+
 // A functor's whole-span kernel, where it has one: run(data, n) with data[0] the output and
 // data[1..] the inputs, as the dense loop gets them.
 template <typename F>
