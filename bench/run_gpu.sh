@@ -46,13 +46,19 @@ if [ -n "${TG_SANITIZERS:-${TG_MEMCHECK:-}}" ] && stage sanitizers; then
   # compute-sanitizer over every CUDA graph test (and the device error checks): memcheck, initcheck
   # (reads of never-written device memory) and synccheck; prints each run's ERROR SUMMARY.
   echo "== compute-sanitizer memcheck, initcheck, synccheck on the CUDA graph tests" | tee -a "$log"
+  # The ERROR SUMMARY counts CUDA API calls that returned an error too ("Program hit ..."): the graph
+  # updater's parameter probe (cuFuncGetParamInfo until the driver says there are no more) and
+  # NCCL's own checks of kernel images. Each line also says how many of the errors were those.
   for tool in memcheck initcheck synccheck; do
     for t in ${TG_SANITIZE_TESTS:-test_cudagraphs_seeds test_cudagraph_trees test_cudagraph_pool \
-             test_optim_compiled test_optim_step test_device_error test_norm_pool test_sequence_seeds}; do
+             test_optim_compiled test_optim_step test_device_error test_norm_pool test_sequence_seeds \
+             test_linear_cross_entropy_cuda test_add_layer_norm test_async_collectives test_conv \
+             test_flash_attention test_linear_epilogues}; do
       printf '%s %s: ' "$tool" "$t"
       compute-sanitizer --tool "$tool" --error-exitcode 1 "build-gpu/tests/$t" --gtest_brief=1 >"$out/sanitizer.log" 2>&1
-      { grep -E "ERROR SUMMARY" "$out/sanitizer.log" | tail -1; grep -E "tests? (ran|PASSED)|FAILED" "$out/sanitizer.log" | tail -2; } |
-        tr '\n' ' ' || echo "no summary"
+      { grep -E "ERROR SUMMARY" "$out/sanitizer.log" | tail -1
+        printf '(%s of them API return codes) ' "$(grep -c 'Program hit .* on CUDA API call' "$out/sanitizer.log")"
+        grep -E "tests? (ran|PASSED)|FAILED" "$out/sanitizer.log" | tail -2; } | tr '\n' ' ' || echo "no summary"
       echo
     done
   done | tee "$out/sanitizers.txt"
