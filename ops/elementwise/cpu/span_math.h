@@ -1,7 +1,8 @@
 // Float32 spans of the elementwise functions built on tanh, whose scalar form calls libm's tanhf
 // (some 16 ns an element on normally distributed inputs): the CPU's dense loop (loops.h) hands a
 // whole contiguous span of these functors to SpanKernel instead of calling them per element, and
-// they run on Eigen's vectorized tanh. The formulas are the functors' (elementwise_math.h).
+// they run on Eigen's vectorized tanh. The formulas are the functors' (elementwise_math.h). Also
+// the vectorized steps of a contiguous softmax row (its maximum, its division).
 #pragma once
 
 #include <cstdint>
