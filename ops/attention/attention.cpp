@@ -93,8 +93,10 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
       scores = add(scores, attn_mask);
     }
   }
-  // Only masks make rows of -inf; without one the plain softmax is PyTorch's result already.
-  Tensor weights = is_causal || attn_mask.defined() ? safe_softmax(scores, neg_inf) : softmax(scores, -1);
+  // Only a given mask can make a row of -inf: the causal one keeps every row's first key (its
+  // triangle is aligned top-left). Without one the plain softmax is PyTorch's result already, and
+  // skips the safe softmax's maximum, comparison and two selects over the [.., L, S] scores.
+  Tensor weights = attn_mask.defined() ? safe_softmax(scores, neg_inf) : softmax(scores, -1);
   if (dropout_p > 0.0) weights = dropout(weights, dropout_p, true);
   return matmul(weights, v);
 }

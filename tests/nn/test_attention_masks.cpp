@@ -6,8 +6,12 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "graphs/capture/fake.h"
+#include "graphs/capture/joint.h"
+#include "graphs/partition/partition.h"
 #include "graphs/testing/parity.h"
 #include "nn/transformer/attention.h"
 #include "nn/transformer/transformer.h"
@@ -165,6 +169,37 @@ TEST(MultiheadAttentionMasks, IsCausal) {
   EXPECT_GT(unseen.sum().item<int64_t>(), 0);
   EXPECT_EQ(ne(sdpa, sdpa).sum().item<int64_t>(), 0);
   expect_close(masked_fill(sdpa, unseen, 0.0), masked_fill(want.output, unseen, 0.0), 1e-12, 1e-12);
+}
+
+// The number of `name` nodes in the forward and backward graphs of fn over fake CPU inputs.
+int traced_ops(const graphs::GraphFn& fn, const TensorList& args, std::string_view name) {
+  const graphs::Partition p = graphs::partition(graphs::trace_joint(fn, args), graphs::PartitionerKind::Default);
+  int n = 0;
+  for (const graphs::Graph* g : {&p.forward, &p.backward})
+    for (const graphs::GraphNode& node : g->nodes) n += node.op->name() == name;
+  return n;
+}
+
+// A causal mask alone cannot empty a row (every query sees the first key), so SDPA takes the plain
+// softmax and its graphs hold no safe-softmax maximum; a given mask (never beside is_causal, as in
+// PyTorch) can, and keeps it.
+TEST(ScaledDotProductAttention, CausalWithoutAMaskSkipsTheSafeSoftmax) {
+  const auto fake = [](const Shape& s) { return graphs::fake_tensor(s, kFloat32, kCPU, true); };
+  const TensorList qkv{fake({2, 3, 5, 4}), fake({2, 3, 6, 4}), fake({2, 3, 6, 4})};
+  const auto causal = [](const TensorList& x) {
+    return TensorList{scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, true)};
+  };
+  EXPECT_EQ(traced_ops(causal, qkv, "amax"), 0);
+  const auto masked = [](const TensorList& x) {
+    const Tensor mask = ne(ones({5, 6}, {.dtype = kInt64}), 0);
+    return TensorList{scaled_dot_product_attention(x[0], x[1], x[2], mask)};
+  };
+  EXPECT_EQ(traced_ops(masked, qkv, "amax"), 1);
+  // More queries than keys: the last queries still see the first key.
+  const Tensor q = random_tensor({1, 1, 4, 2}, kFloat64), k = random_tensor({1, 1, 2, 2}, kFloat64);
+  const Tensor out = scaled_dot_product_attention(q, k, k, Tensor(), 0.0, true);
+  EXPECT_EQ(ne(out, out).sum().item<int64_t>(), 0);
+  expect_close(out.narrow(2, 2, 2), scaled_dot_product_attention(q.narrow(2, 2, 2), k, k), 1e-12, 1e-12);
 }
 
 TEST(MultiheadAttentionMasks, BadMasks) {
