@@ -15,12 +15,6 @@ std::string str(int64_t v) { return std::to_string(v); }
 
 bool floating(const Tensor& t) { return is_floating(t.dtype()); }
 
-std::string list(const std::vector<int64_t>& v, size_t from) {
-  std::string s = "{";
-  for (size_t i = from; i < v.size(); ++i) s += (i > from ? ", " : "") + std::to_string(v[i]);
-  return s + "}";
-}
-
 FuzzOp extension(FuzzOp op) {
   op.extension = true;
   return op;
@@ -145,7 +139,7 @@ void add_extension_ops(std::vector<FuzzOp>& ops) {
       [](const Names& n, const Attrs& a) {
         static const char* const kReductions[] = {"Mean", "Sum", "None"};
         return "linear_cross_entropy(" + n[0] + ", " + n[0] + ", " + (a.ints[0] ? n[0] + ".select(1, 0)" : "Tensor()") +
-               ", from_vector<int64_t>(" + list(a.ints, 3) + "), {.reduction = Reduction::" + kReductions[a.ints[1]] +
+               ", from_vector<int64_t>(" + ints(a.ints, 3) + "), {.reduction = Reduction::" + kReductions[a.ints[1]] +
                ", .chunk_rows = " + str(a.ints[2]) + "})";
       }}));
   // The norms of two operands in one op (not differentiable), of order 1, 2 or infinity.

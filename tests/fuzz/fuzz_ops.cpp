@@ -6,6 +6,17 @@
 #include "distributed/fsdp/fsdp_gather.h"
 
 namespace tg::fuzz {
+std::string ints(const std::vector<int64_t>& v, size_t from, size_t to) {
+  std::string s = "{";
+  for (size_t i = from; i < v.size() && i < to; ++i) s += (i > from ? ", " : "") + std::to_string(v[i]);
+  return s + "}";
+}
+
+std::string py_ints(const std::vector<int64_t>& v, size_t from, size_t to) {
+  std::string s = ints(v, from, to);
+  return "[" + s.substr(1, s.size() - 2) + "]";
+}
+
 namespace {
 
 std::string num(double v) {
@@ -14,18 +25,6 @@ std::string num(double v) {
   std::string s = buf;
   if (s.find_first_of(".en") == std::string::npos) s += ".0";
   return s;
-}
-
-std::string ints(const std::vector<int64_t>& v, size_t from = 0, size_t to = SIZE_MAX) {
-  std::string s = "{";
-  for (size_t i = from; i < v.size() && i < to; ++i) s += (i > from ? ", " : "") + std::to_string(v[i]);
-  return s + "}";
-}
-
-// A Python list of ints.
-std::string py_ints(const std::vector<int64_t>& v, size_t from = 0, size_t to = SIZE_MAX) {
-  std::string s = ints(v, from, to);
-  return "[" + s.substr(1, s.size() - 2) + "]";
 }
 
 std::string str(int64_t v) { return std::to_string(v); }

@@ -3,6 +3,7 @@
 // one entry to the table in fuzz_ops.cpp.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -13,6 +14,10 @@ namespace tg::fuzz {
 
 // Operand names of a printer.
 using Names = std::vector<std::string>;
+
+// v[from..to) as a C++ braced list ("{1, 2}") and as a Python list ("[1, 2]"), for printers.
+std::string ints(const std::vector<int64_t>& v, size_t from = 0, size_t to = SIZE_MAX);
+std::string py_ints(const std::vector<int64_t>& v, size_t from = 0, size_t to = SIZE_MAX);
 
 // One op of the table.
 struct FuzzOp {

@@ -23,12 +23,6 @@ std::string num(double v) {
 
 std::string param(const Attrs& a, int k) { return "p" + std::to_string(a.first_param + k); }
 
-std::string py_list(const std::vector<int64_t>& v, size_t from, size_t to) {
-  std::string s = "[";
-  for (size_t i = from; i < to && i < v.size(); ++i) s += (i > from ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 std::string py_reals(const std::vector<double>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + num(v[i]);
@@ -36,12 +30,6 @@ std::string py_reals(const std::vector<double>& v) {
 }
 
 bool floating(const Tensor& t) { return is_floating(t.dtype()); }
-
-std::string cpp_list(const std::vector<int64_t>& v) {
-  std::string s = "{";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "}";
-}
 
 // Parameters in the operand's dtype, or float32 under autocast (as a model's weights are there).
 TensorOptions param_options(const Tensor& x) {
@@ -142,8 +130,8 @@ void add_reduction_oracle_ops(std::vector<FuzzOp>& ops) {
                 return !a.ints.empty();
               },
               [](TensorList& x, const Attrs& a) { return x[0].repeat(Shape(a.ints.begin(), a.ints.end())); },
-              [](const Names& n, const Attrs& a) { return n[0] + ".repeat(" + cpp_list(a.ints) + ")"; },
-              [](const Names& n, const Attrs& a) { return n[0] + ".repeat(" + py_list(a.ints, 0, a.ints.size()) + ")"; }};
+              [](const Names& n, const Attrs& a) { return n[0] + ".repeat(" + ints(a.ints) + ")"; },
+              [](const Names& n, const Attrs& a) { return n[0] + ".repeat(" + py_ints(a.ints) + ")"; }};
   tile.oracle_only = true;
   ops.push_back(std::move(tile));
 }
@@ -175,7 +163,7 @@ void add_oracle_ops(std::vector<FuzzOp>& ops) {
       },
       [](TensorList& x, const Attrs& a) { return (*a.module)(x[0]); },
       [](const Names& n, const Attrs& a) {
-        return "F.layer_norm(" + n[0] + ", " + py_list(a.ints, 0, a.ints.size()) + ", " + param(a, 0) + ", " +
+        return "F.layer_norm(" + n[0] + ", " + py_ints(a.ints, 0, a.ints.size()) + ", " + param(a, 0) + ", " +
                param(a, 1) + ", 1e-05)";
       }));
   // x + embedding(indices) with indices of x's leading shape: the lookup joins the program's values.
@@ -206,9 +194,9 @@ void add_oracle_ops(std::vector<FuzzOp>& ops) {
       },
       [](const Names& n, const Attrs& a) {
         const size_t dims = static_cast<size_t>(a.ints[2]);
-        return n[0] + " + F.embedding(torch.tensor(" + py_list(a.ints, 3 + dims, a.ints.size()) +
+        return n[0] + " + F.embedding(torch.tensor(" + py_ints(a.ints, 3 + dims, a.ints.size()) +
                ", dtype=torch.long).reshape(" +
-               py_list(a.ints, 3, 3 + dims) + "), " + param(a, 0) +
+               py_ints(a.ints, 3, 3 + dims) + "), " + param(a, 0) +
                (a.ints[1] >= 0 ? ", padding_idx=" + str(a.ints[1]) : "") + ")";
       }));
   ops.push_back(module_op(
@@ -288,7 +276,7 @@ void add_oracle_ops(std::vector<FuzzOp>& ops) {
         std::string mask = "None";
         if (a.ints[2] == 2) mask = "torch.tensor(" + py_reals(a.reals) + ").reshape(" + str(L) + ", " + str(L) + ")";
         if (a.ints[2] == 3)
-          mask = "torch.tensor(" + py_list(a.ints, 5, a.ints.size()) + ").reshape(" + str(L) + ", " + str(L) +
+          mask = "torch.tensor(" + py_ints(a.ints, 5, a.ints.size()) + ").reshape(" + str(L) + ", " + str(L) +
                  ").bool()";
         const std::string bias = a.ints[3] ? param(a, 1) : "None";
         const std::string out_w = param(a, a.ints[3] ? 2 : 1), out_b = a.ints[3] ? param(a, 3) : "None";
@@ -373,7 +361,7 @@ void add_oracle_ops(std::vector<FuzzOp>& ops) {
                static const char* kReductions[] = {"mean", "sum", "none"};
                const std::string bias = a.ints[1] ? ", " + param(a, 1) : "";
                return "F.cross_entropy(F.linear(" + n[0] + ", " + param(a, 0) + bias + "), torch.tensor(" +
-                      py_list(a.ints, 4, a.ints.size()) + ", dtype=torch.long), reduction='" + kReductions[a.ints[2]] +
+                      py_ints(a.ints, 4, a.ints.size()) + ", dtype=torch.long), reduction='" + kReductions[a.ints[2]] +
                       "')";
              }};
   lce.oracle_only = true;
