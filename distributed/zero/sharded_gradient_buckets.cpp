@@ -6,19 +6,13 @@
 
 #include "distributed/collectives/collectives.h"
 #include "distributed/zero/zero_optimizer.h"
+#include "graphs/passes/schedule_collectives.h"
 #include "ops/factory/factory.h"
 #include "ops/shape/join.h"
 #include "tensor/check.h"
 #include "tensor/grad_mode.h"
 
 namespace tg::distributed {
-namespace {
-
-// Eager reductions whose blocks are not yet waited for when the next bucket goes out: as many as the
-// compiled backward keeps (graphs/passes/schedule_collectives.h).
-constexpr size_t kBucketsInFlight = 2;
-
-}  // namespace
 
 ShardedGradientBuckets::ShardedGradientBuckets(ZeroRedundancyOptimizer& owner)
     : owner_(owner), slot_of_(owner.model_params().size()), got_grad_(owner.model_params().size(), false) {
@@ -136,7 +130,7 @@ void ShardedGradientBuckets::launch_ready() {
     for (const Tensor& p : members) p.set_grad(Tensor());  // only the shard stays
     ++next_;
     // The reduction of the bucket issued two before overlapped the gradients computed since.
-    while (in_flight_.size() > kBucketsInFlight) accumulate_oldest();
+    while (in_flight_.size() > graphs::kCollectivesInFlight) accumulate_oldest();
   }
   if (next_ == order_.size()) {
     while (!in_flight_.empty()) accumulate_oldest();

@@ -13,9 +13,6 @@ bool is_shard_gather(const Op& op) {
   return op.has(kCollective) && (op.name() == "fsdp_all_gather" || op.name() == "fsdp_regather");
 }
 
-// Asynchronous collectives whose waits may still be pending when the next collective is issued.
-constexpr size_t kCollectivesInFlight = 2;
-
 }  // namespace
 
 void schedule_collectives_early(Graph& graph) {

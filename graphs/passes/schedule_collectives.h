@@ -1,6 +1,8 @@
 // Node order passes: where in a graph each node runs.
 #pragma once
 
+#include <cstddef>
+
 #include "graphs/ir/graph.h"
 
 namespace tg::graphs {
@@ -15,5 +17,9 @@ namespace tg::graphs {
 // runs where its result is first read, and at the latest before the collective issued two after it
 // (Note [Asynchronous collectives]). No-op without collectives.
 void schedule_collectives_early(Graph& graph);
+
+// Asynchronous collectives whose waits may still be pending when the next one is issued (the
+// compiled schedule above, and eager ZeRO-2's bucket reductions alike).
+inline constexpr size_t kCollectivesInFlight = 2;
 
 }  // namespace tg::graphs
