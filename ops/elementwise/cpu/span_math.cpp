@@ -59,9 +59,10 @@ void gelu_tanh_span(const float* x, float* y, int64_t n) {
 
 void gelu_tanh_backward_span(const float* g, const float* x, float* out, int64_t n) {
   by_chunks<2>({g, x}, out, n, [](const Chunk& gv, const Chunk& xv, Chunk& result) {
+    const Chunk x2 = xv * xv;
     Chunk t;
-    tanh_into(kRoot2OverPi * (xv + kCubic * (xv * xv) * xv), t);
-    const auto dinner = kRoot2OverPi * (1.0f + kCubicSlope * (xv * xv));
+    tanh_into(kRoot2OverPi * (xv + kCubic * x2 * xv), t);
+    const auto dinner = kRoot2OverPi * (1.0f + kCubicSlope * x2);
     result = gv * (0.5f * (1.0f + t) + 0.5f * xv * (1.0f - t * t) * dinner);
   });
 }
