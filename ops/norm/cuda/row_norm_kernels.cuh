@@ -25,7 +25,6 @@ namespace tg::cuda::row_norm_kernels {
 constexpr int kVec = 4;                      // elements per vector
 constexpr int kWarps = 8;                    // warps (rows in flight) per block
 constexpr int kMaxCols = 1024;               // 32 lanes x 8 vectors x 4 elements
-constexpr int64_t kMaxBackwardBlocks = 256;  // blocks of the backward, whose partials a finish adds
 
 // Loads the 4 elements at p[at..at+3] as floats.
 template <typename T>
@@ -127,18 +126,39 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
 }
 
+// Blocks of the backward that one SM holds at once: the column partials live in shared memory
+// (kWarps x 2 x cols floats a block), not registers, so that registers allow three (80 registers a
+// thread, without spills up to 6 vectors a lane); rows of 8 vectors keep two.
+constexpr int backward_blocks_per_sm(int vecs) { return vecs > 6 ? 2 : 3; }
+
+// Adds a[k] to the 4 floats at p (a lane's own columns of a warp's partial row).
+__device__ __forceinline__ void add_to_shared(float* p, const float (&a)[kVec]) {
+  float4 v = *reinterpret_cast<float4*>(p);
+  v.x += a[0];
+  v.y += a[1];
+  v.z += a[2];
+  v.w += a[3];
+  *reinterpret_cast<float4*>(p) = v;
+}
+
 // Each warp walks rows r = warp, warp + all warps, ...: writes gx (plus acc, and again in U when
-// gx_low is set) and adds gy*xhat and gy into its lanes' column partials; a block then adds its
-// warps' partials in warp order into partial[block][0 | 1][cols] (when `partial` is set).
+// gx_low is set) and adds gy*xhat and gy into its own partial rows in shared memory
+// (warp_sums[warp][0 | 1][cols]); a block then adds its warps' partials in warp order into
+// partial[block][0 | 1][cols] (when `partial` is set).
 template <typename T, typename G, typename U, typename W, int kVecs>
-__global__ void __launch_bounds__(32 * kWarps)
+__global__ void __launch_bounds__(32 * kWarps, backward_blocks_per_sm(kVecs))
     backward_kernel(const G* __restrict__ gy, const T* __restrict__ x, const W* __restrict__ w,
                     const float* __restrict__ mean, const float* __restrict__ rstd_in, int64_t rows, int cols,
                     const T* __restrict__ acc, T* __restrict__ gx, U* __restrict__ gx_low,
                     float* __restrict__ partial) {
-  extern __shared__ float block_sums[];  // [2][cols] when partial is set
+  extern __shared__ float4 shared_vectors[];  // [kWarps][2][cols] floats when partial is set
+  float* const warp_sums = reinterpret_cast<float*>(shared_vectors);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  float dw[kVecs][kVec] = {}, db[kVecs][kVec] = {};
+  float* const dw_row = warp_sums + static_cast<int64_t>(warp) * 2 * cols;
+  float* const db_row = dw_row + cols;
+  if (partial)
+    for (int j = lane; j < 2 * cols; j += 32) dw_row[j] = 0.0f;
+  __syncwarp();
   const float n = static_cast<float>(cols);
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + warp; r < rows;
        r += static_cast<int64_t>(gridDim.x) * kWarps) {
@@ -150,15 +170,21 @@ __global__ void __launch_bounds__(32 * kWarps)
     for (int i = 0; i < kVecs; ++i) {
       const int c = column_of(i, lane);
       if (c >= cols) continue;
-      float wv[kVec];
+      float wv[kVec], gxh[kVec];
       load_vec(gy + row, c, g[i]);
       load_vec(x + row, c, xh[i]);
       if (w) load_vec(w, c, wv);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
         xh[i][k] = (xh[i][k] - mu) * rs;
-        dw[i][k] += g[i][k] * xh[i][k];
-        db[i][k] += g[i][k];
+        gxh[k] = g[i][k] * xh[i][k];
+      }
+      if (partial) {
+        add_to_shared(dw_row + c, gxh);
+        add_to_shared(db_row + c, g[i]);
+      }
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
         if (w) g[i][k] = __fmul_rn(g[i][k], wv[k]);
         a += g[i][k];
         c2 += g[i][k] * xh[i][k];
@@ -183,23 +209,13 @@ __global__ void __launch_bounds__(32 * kWarps)
     }
   }
   if (!partial) return;
-  for (int turn = 0; turn < kWarps; ++turn) {
-    if (warp == turn) {
-#pragma unroll
-      for (int i = 0; i < kVecs; ++i) {
-        const int c = column_of(i, lane);
-        if (c >= cols) continue;
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          block_sums[c + k] = turn == 0 ? dw[i][k] : block_sums[c + k] + dw[i][k];
-          block_sums[cols + c + k] = turn == 0 ? db[i][k] : block_sums[cols + c + k] + db[i][k];
-        }
-      }
-    }
-    __syncthreads();
-  }
+  __syncthreads();
   float* mine = partial + static_cast<int64_t>(blockIdx.x) * 2 * cols;
-  for (int j = threadIdx.x; j < 2 * cols; j += blockDim.x) mine[j] = block_sums[j];
+  for (int j = threadIdx.x; j < 2 * cols; j += blockDim.x) {
+    float total = warp_sums[j];
+    for (int k = 1; k < kWarps; ++k) total += warp_sums[static_cast<int64_t>(k) * 2 * cols + j];
+    mine[j] = total;
+  }
 }
 
 // The parameters' gradients from the finish pass over partial[block][0 | 1][cols], read as
@@ -231,18 +247,25 @@ void with_vecs(int cols, F&& f) {
 // Blocks of the forward: one warp per row.
 inline unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kWarps - 1) / kWarps); }
 
-// Launches the backward kernel (one warp per row, up to kMaxBackwardBlocks blocks that then loop)
-// and, when a parameter gradient is wanted, the finish pass that adds the blocks' partials.
+// Launches the backward kernel (one warp per row, at most as many blocks as the SMs hold at once,
+// which then loop over the rows) and, when a parameter gradient is wanted, the finish pass that adds
+// the blocks' partials.
 template <typename T, typename G, typename U, typename W>
 void launch_backward(const G* gy, const T* x, const W* w, const float* mean, const float* rstd, int64_t rows,
                      int cols, const T* acc, T* gx, U* gx_low, W* gw, W* gb, Device device, cudaStream_t stream) {
   const bool params = gw != nullptr || gb != nullptr;
-  const int64_t blocks = std::clamp<int64_t>((rows + kWarps - 1) / kWarps, 1, kMaxBackwardBlocks);
+  int sms = 0;
+  TG_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device.index));
+  const size_t shared = params ? size_t{kWarps} * 2 * cols * sizeof(float) : 0;  // up to 64 KiB
   Tensor partial;
-  if (params) partial = empty({blocks * 2 * cols}, {.dtype = kFloat32, .device = device});
-  const size_t shared = params ? 2 * cols * sizeof(float) : 0;
+  int64_t blocks = 0;
   with_vecs(cols, [&]<int kVecs>() {
-    backward_kernel<T, G, U, W, kVecs><<<static_cast<unsigned>(blocks), 32 * kWarps, shared, stream>>>(
+    blocks = std::clamp<int64_t>((rows + kWarps - 1) / kWarps, 1, int64_t{sms} * backward_blocks_per_sm(kVecs));
+    if (params) partial = empty({blocks * 2 * cols}, {.dtype = kFloat32, .device = device});
+    auto* kernel = backward_kernel<T, G, U, W, kVecs>;
+    if (shared > 48 * 1024)
+      TG_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+    kernel<<<static_cast<unsigned>(blocks), 32 * kWarps, shared, stream>>>(
         gy, x, w, mean, rstd, rows, cols, acc, gx, gx_low, params ? partial.data_ptr<float>() : nullptr);
   });
   TG_CUDA_CHECK_LAUNCH();
