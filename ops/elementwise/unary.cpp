@@ -238,6 +238,17 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   return unary(approximate == "tanh" ? UnaryKind::GeluTanh : UnaryKind::Gelu, x);
 }
 
+void gelu_into(const Tensor& x, const std::string& approximate, const Tensor& out) {
+  TG_CHECK(approximate == "none" || approximate == "tanh", "[gelu] approximate must be \"none\" or \"tanh\", got \"",
+           approximate, "\"");
+  TG_CHECK(out.sizes() == x.sizes() && out.dtype() == x.dtype() && out.device() == x.device(), "[gelu] output of shape ",
+           shape_str(out.sizes()), " and dtype ", dtype_name(out.dtype()), " for input of shape ", shape_str(x.sizes()),
+           " and dtype ", dtype_name(x.dtype()), ": expected the input's shape, dtype and device");
+  const UnaryOp op(approximate == "tanh" ? UnaryKind::GeluTanh : UnaryKind::Gelu, false);
+  TensorList result{out};
+  op.eval({x}, result);
+}
+
 Tensor pow(const Tensor& x, Scalar exponent) {
   EwParams p;
   p.exponent = exponent;

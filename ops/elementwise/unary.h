@@ -26,6 +26,9 @@ Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 // approximate: "none" (exact, erf) or "tanh".
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+// Writes gelu(x) into `out` (x's shape and dtype) with no tape record: for kernels filling their own
+// outputs, where gelu() would allocate a result and a copy would move it again.
+void gelu_into(const Tensor& x, const std::string& approximate, const Tensor& out);
 // x * sigmoid(x) (also called swish).
 Tensor silu(const Tensor& x);
 // log(1 + exp(beta * x)) / beta, reverting to x where beta * x > threshold (numerical stability).

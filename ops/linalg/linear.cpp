@@ -136,9 +136,7 @@ class LinearOp final : public Op {
       fill_relu_mask(out[0], out[1]);
     } else {
       gemm_2d(out[1], n, m, k, x, false, w, true, 1.0, bias, beta, false);
-      GradModeGuard no_grad(false);
-      Tensor y = out[0];
-      y.copy_(gelu(out[1], "tanh"));
+      gelu_into(out[1], "tanh", out[0]);
     }
   }
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override {
