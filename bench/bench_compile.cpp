@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "graphs/compile.h"
-#include "bench/workloads.h"
+#include "bench/support/workloads.h"
 #include "tapegraph.h"
 
 namespace {

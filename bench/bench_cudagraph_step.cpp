@@ -14,9 +14,9 @@
 #include <string>
 #include <memory>
 
-#include "bench/step_timing.h"
-#include "bench/step_trainer.h"
-#include "bench/workloads.h"
+#include "bench/support/step_timing.h"
+#include "bench/support/step_trainer.h"
+#include "bench/support/workloads.h"
 #include "tapegraph.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/memory/cuda_memory.h"

@@ -10,13 +10,13 @@
 #include <functional>
 #include <memory>
 
+#include "bench/support/resnet_tiny.h"
+#include "bench/support/step_timing.h"
+#include "bench/support/step_trainer.h"
+#include "bench/support/workloads.h"
 #include "distributed/ddp/ddp.h"
-#include "resnet_tiny.h"
-#include "step_timing.h"
-#include "step_trainer.h"
 #include "tapegraph.h"
 #include "tensor/cuda_runtime.h"
-#include "workloads.h"
 
 namespace {
 

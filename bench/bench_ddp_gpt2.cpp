@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/capture_mode.h"
+#include "bench/support/capture_mode.h"
 #include "distributed/collectives/collectives.h"
 #include "distributed/ddp/ddp.h"
 #include "distributed/zero/zero_optimizer.h"

@@ -4,7 +4,7 @@
 
 #include <optional>
 
-#include "bench/devices.h"
+#include "bench/support/devices.h"
 #include "tapegraph.h"
 #include "tensor/cuda_runtime.h"
 

@@ -30,8 +30,8 @@
 #include <string>
 #include <unistd.h>
 
-#include "bench/capture_mode.h"
-#include "bench/step_timing.h"
+#include "bench/support/capture_mode.h"
+#include "bench/support/step_timing.h"
 #include "graphs/counters.h"
 #include "ops/core/disk_cache.h"
 #include "profiler/profiler.h"

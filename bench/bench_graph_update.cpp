@@ -8,7 +8,7 @@
 #include <chrono>
 #include <memory>
 
-#include "bench/workloads.h"
+#include "bench/support/workloads.h"
 #include "tapegraph.h"
 #include "tensor/cuda_runtime.h"
 

@@ -5,8 +5,8 @@
 
 #include <chrono>
 
-#include "bench/step_trainer.h"
-#include "bench/step_timing.h"
+#include "bench/support/step_trainer.h"
+#include "bench/support/step_timing.h"
 #include "tensor/cuda_runtime.h"
 
 namespace {

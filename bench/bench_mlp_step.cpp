@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "bench/workloads.h"
+#include "bench/support/workloads.h"
 #include "tapegraph.h"
 #include "tensor/cuda_runtime.h"
 

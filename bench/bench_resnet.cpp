@@ -9,10 +9,10 @@
 #include <memory>
 #include <optional>
 
+#include "bench/support/resnet_tiny.h"
+#include "bench/support/step_timing.h"
+#include "bench/support/step_trainer.h"
 #include "graphs/counters.h"
-#include "resnet_tiny.h"
-#include "step_timing.h"
-#include "step_trainer.h"
 #include "tapegraph.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/memory/cuda_memory.h"

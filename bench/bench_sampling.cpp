@@ -3,8 +3,8 @@
 // eagerly and compiled (a CUDA graph on CUDA). Rows: batch sizes 1, 8 and 64 of GPT-2's 50257.
 #include <benchmark/benchmark.h>
 
-#include "bench/capture_mode.h"
-#include "bench/devices.h"
+#include "bench/support/capture_mode.h"
+#include "bench/support/devices.h"
 #include "tapegraph.h"
 
 namespace {

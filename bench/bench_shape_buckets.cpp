@@ -12,10 +12,10 @@
 #include <chrono>
 #include <random>
 
-#include "bench/capture_mode.h"
-#include "bench/step_timing.h"
-#include "bench/transformer_lm.h"
-#include "bench/workloads.h"
+#include "bench/support/capture_mode.h"
+#include "bench/support/step_timing.h"
+#include "bench/support/transformer_lm.h"
+#include "bench/support/workloads.h"
 #include "tensor/cuda_runtime.h"
 
 namespace {

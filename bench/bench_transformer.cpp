@@ -4,9 +4,9 @@
 // tokens, cross-entropy on the next token, SGD lr 1e-3. Eager and compiled (cudagraphs).
 #include <benchmark/benchmark.h>
 
-#include "bench/step_timing.h"
-#include "bench/step_trainer.h"
-#include "bench/transformer_lm.h"
+#include "bench/support/step_timing.h"
+#include "bench/support/step_trainer.h"
+#include "bench/support/transformer_lm.h"
 #include "tensor/cuda_runtime.h"
 
 namespace {

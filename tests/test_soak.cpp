@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "bench/workloads.h"
+#include "bench/support/workloads.h"
 #include "graphs/cudagraphs/graph_recorder.h"
 #include "support/test_support.h"
 #include "tapegraph.h"

@@ -1,7 +1,7 @@
 """The small training steps of tapegraph's benchmarks in PyTorch, for the ratios in bench/RESULTS.md.
 
-Each workload is the model, batch, loss and optimizer that bench/ builds (bench/workloads.h,
-bench/resnet_tiny.h, bench/bench_lstm.cpp), fp32 with TF32 off unless its name says otherwise:
+Each workload is the model, batch, loss and optimizer that bench/ builds (bench/support/workloads.h,
+bench/support/resnet_tiny.h, bench/bench_lstm.cpp), fp32 with TF32 off unless its name says otherwise:
 
   mlp_small      batch 64, Linear 128-256-256-10 with ReLU between, cross-entropy, SGD lr 1e-3
   mlp_wide       batch 256, Linear 1024-4096-4096-1024, the same loss and optimizer

@@ -7,7 +7,7 @@
 #include <memory>
 #include <optional>
 
-#include "bench/capture_mode.h"
+#include "bench/support/capture_mode.h"
 #include "tapegraph.h"
 
 namespace bench {
