@@ -144,8 +144,8 @@ class LinearCrossEntropyGradsAheadOp final : public lce::LinearCrossEntropyBase 
         const Tensor logits = buffer.narrow(0, 0, c), lse_c = lse.narrow(0, 0, c);
         const Tensor target_c = target.narrow(0, start, c);
         lce::chunk_logits(logits, x, w, b, start, c);
-        linear_cross_entropy_rows_forward(logits, target_c, ignore_index_, start, lse_c, row_loss.narrow(0, start, c));
-        linear_cross_entropy_rows_backward(logits, lse_c, target_c, ignore_index_, start, row_grad);
+        linear_cross_entropy_rows_forward_backward(logits, target_c, ignore_index_, start, lse_c,
+                                                   row_loss.narrow(0, start, c), row_grad);
         lce::add_chunk_products(logits, x, w, start, dx, dw, db);
       }
     }

@@ -88,4 +88,16 @@ void linear_cross_entropy_rows_backward(const Tensor& logits, const Tensor& lse,
   });
 }
 
+void linear_cross_entropy_rows_forward_backward(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                                                int64_t first_row, const Tensor& lse, const Tensor& loss,
+                                                const Tensor& row_grad) {
+#ifdef TG_WITH_CUDA
+  if (logits.is_cuda() &&
+      cuda::linear_cross_entropy_rows_fused(logits, target, ignore_index, first_row, lse, loss, row_grad))
+    return;
+#endif
+  linear_cross_entropy_rows_forward(logits, target, ignore_index, first_row, lse, loss);
+  linear_cross_entropy_rows_backward(logits, lse, target, ignore_index, first_row, row_grad);
+}
+
 }  // namespace tg

@@ -20,5 +20,10 @@ void linear_cross_entropy_rows_forward(const Tensor& logits, const Tensor& targe
 // ignored row. row_grad (accumulation dtype) holds one value per row, or a single value for all.
 void linear_cross_entropy_rows_backward(const Tensor& logits, const Tensor& lse, const Tensor& target,
                                         int64_t ignore_index, int64_t first_row, const Tensor& row_grad);
+// The forward's step, then the backward's on the same chunk, with the same results: on CUDA one pass
+// over memory where a row fits in shared memory (for a row gradient known before the forward).
+void linear_cross_entropy_rows_forward_backward(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                                                int64_t first_row, const Tensor& lse, const Tensor& loss,
+                                                const Tensor& row_grad);
 
 }  // namespace tg

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "graphs/compile.h"
+#include "ops/loss/linear_cross_entropy_rows.h"
 #include "support/test_support.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/memory/cuda_memory.h"
@@ -15,6 +17,13 @@ namespace {
 
 using testing::expect_close;
 using testing::random_tensor;
+
+// Whether a and b hold the same bytes (NaNs included), compared on the CPU.
+bool same_bits(const Tensor& a, const Tensor& b) {
+  const Tensor x = a.cpu().contiguous(), y = b.cpu().contiguous();
+  return x.sizes() == y.sizes() && x.dtype() == y.dtype() &&
+         std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel() * dtype_size(x.dtype()))) == 0;
+}
 
 Tensor labels(std::vector<int64_t> v) { return from_vector(v, {static_cast<int64_t>(v.size())}); }
 
@@ -148,6 +157,39 @@ TEST(LinearCrossEntropyCuda, PeakMemoryIsAChunkNotTheLogits) {
 }
 
 // No host read of the targets: a bad one gives NaN and is raised at the next synchronization.
+// The fused per-row step (one pass, the row kept in shared memory) writes the same bits as the
+// forward step followed by the backward step: lse, loss and the rewritten logits, with ignored rows,
+// infinities and a GPT-2-sized row among them; float32 and 16-bit logits, aligned or not.
+TEST(LinearCrossEntropyCuda, FusedRowStepsEqualTheSeparateStepsBitForBit) {
+  TG_REQUIRE_CUDA();
+  const Device dev = cuda_device(0);
+  manual_seed(5);
+  struct Case {
+    int64_t rows, classes;
+    DType dtype;
+  };
+  for (const Case& c : std::vector<Case>{{64, 50304, kBFloat16}, {9, 1000, kFloat16}, {33, 4096, kFloat32},
+                                         {5, 8, kBFloat16}, {7, 1001, kBFloat16}, {3, 60000, kBFloat16}}) {
+    SCOPED_TRACE(::testing::Message() << dtype_name(c.dtype) << " " << c.rows << " x " << c.classes);
+    Tensor logits = (random_tensor({c.rows, c.classes}, kFloat32) * 4.0).to(dev, c.dtype);
+    // A row with +inf, one with -inf entries, one all -inf but its target.
+    logits.narrow(0, 0, 1).narrow(1, 3, 1).fill_(INFINITY);
+    logits.narrow(0, 2, 1).narrow(1, 0, c.classes / 2).fill_(-INFINITY);
+    const Tensor target = random_targets(c.rows, c.classes, 3).to(dev);
+    const Tensor row_grad = full({}, 1.0 / static_cast<double>(c.rows), {.dtype = kFloat32, .device = dev});
+    const DType acc = c.dtype == kFloat64 ? kFloat64 : kFloat32;
+    const Tensor lse1 = empty({c.rows}, {.dtype = acc, .device = dev}), loss1 = empty_like(lse1);
+    const Tensor lse2 = empty_like(lse1), loss2 = empty_like(lse1);
+    const Tensor separate = logits.clone(), fused = logits.clone();
+    linear_cross_entropy_rows_forward(separate, target, -100, 0, lse1, loss1);
+    linear_cross_entropy_rows_backward(separate, lse1, target, -100, 0, row_grad);
+    linear_cross_entropy_rows_forward_backward(fused, target, -100, 0, lse2, loss2, row_grad);
+    EXPECT_TRUE(same_bits(lse1, lse2));
+    EXPECT_TRUE(same_bits(loss1, loss2));
+    EXPECT_TRUE(same_bits(separate, fused));
+  }
+}
+
 TEST(LinearCrossEntropyCuda, OutOfRangeTargetRaisesAtTheNextSync) {
   TG_REQUIRE_CUDA();
   const Device dev = cuda_device(0);
