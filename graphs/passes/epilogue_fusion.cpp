@@ -62,6 +62,28 @@ int32_t sole_mm_producer(const Graph& graph, const std::vector<std::vector<int32
   return graph.nodes[static_cast<size_t>(hv.producer)].op->name() == "mm" ? hv.producer : -1;
 }
 
+// Replaces each node `is_activation_backward` accepts (one output, the gradient h) whose result a
+// bias-gradient sum_to_size also reads, and that sum, with one `fused` node producing (h, db).
+template <typename Match>
+int fuse_backward_bias_grads(Graph& graph, const OpPtr& fused_op, Match is_activation_backward) {
+  const std::vector<std::vector<int32_t>> readers = readers_of(graph);
+  std::vector<bool> removed(graph.nodes.size(), false);
+  int fused = 0;
+  for (GraphNode& n : graph.nodes) {
+    if (n.outputs.size() != 1 || !is_activation_backward(graph, n)) continue;
+    const int32_t sum = bias_sum_reader(graph, readers, removed, n.outputs[0]);
+    if (sum < 0) continue;
+    const ValueId db = graph.nodes[static_cast<size_t>(sum)].outputs[0];
+    n.op = fused_op;
+    n.outputs = {n.outputs[0], db};
+    graph.values[static_cast<size_t>(db)].output_index = 1;
+    removed[static_cast<size_t>(sum)] = true;
+    ++fused;
+  }
+  if (fused > 0) drop_nodes(graph, removed);
+  return fused;
+}
+
 }  // namespace
 
 int fuse_linear_relu(Graph& graph) {
@@ -89,22 +111,15 @@ int fuse_linear_relu(Graph& graph) {
 }
 
 int fuse_relu_backward_bias_grad(Graph& graph) {
-  const std::vector<std::vector<int32_t>> readers = readers_of(graph);
-  std::vector<bool> removed(graph.nodes.size(), false);
-  int fused = 0;
-  for (GraphNode& n : graph.nodes) {
-    if (n.op->name() != "threshold_backward" || n.outputs.size() != 1 || n.inputs.size() != 2) continue;
-    const int32_t sum = bias_sum_reader(graph, readers, removed, n.outputs[0]);
-    if (sum < 0) continue;
-    const ValueId db = graph.nodes[static_cast<size_t>(sum)].outputs[0];
-    n.op = relu_backward_bias_grad_op();
-    n.outputs = {n.outputs[0], db};
-    graph.values[static_cast<size_t>(db)].output_index = 1;
-    removed[static_cast<size_t>(sum)] = true;
-    ++fused;
-  }
-  if (fused > 0) drop_nodes(graph, removed);
-  return fused;
+  return fuse_backward_bias_grads(graph, relu_backward_bias_grad_op(), [](const Graph&, const GraphNode& n) {
+    return n.op->name() == "threshold_backward" && n.inputs.size() == 2;
+  });
+}
+
+int fuse_gelu_tanh_backward_bias_grad(Graph& graph) {
+  return fuse_backward_bias_grads(graph, gelu_tanh_backward_bias_grad_op(), [](const Graph& g, const GraphNode& n) {
+    return is_gelu_tanh_backward(g, n) && on_cuda(g, n.outputs[0]);
+  });
 }
 
 int fuse_linear_gelu_tanh(Graph& graph) {
@@ -266,14 +281,18 @@ void fuse_epilogues(Partition& p, const JointGraph& joint, bool gradients) {
   const int relu_mm = gradients ? fuse_relu_mask_gradients(p, joint.num_user_outputs + joint.mutated.size()) : 0;
   const int gelu_mm = gradients ? fuse_gelu_tanh_gradients(p.backward) : 0;
   const int weight_bias = gradients ? fuse_weight_bias_grads(p.backward) : 0;
-  if (relu + gelu + relu_bias + relu_mm + gelu_mm + weight_bias == 0) return;
+  // After the product fusions, which take these pairs into their own nodes where they apply.
+  const int gelu_bias = fuse_gelu_tanh_backward_bias_grad(p.backward);
+  if (relu + gelu + relu_bias + relu_mm + gelu_mm + weight_bias + gelu_bias == 0) return;
   log_line("fusion", std::to_string(relu) + " linear + relu pair(s) fused into linear_relu, " + std::to_string(gelu) +
                          " linear + tanh gelu into linear_gelu_tanh, " + std::to_string(relu_bias) +
                          " relu gradient + bias gradient into relu_backward_bias_grad, then " +
                          std::to_string(relu_mm) + " of those and " + std::to_string(gelu_mm) +
                          " tanh gelu gradient(s) into the product before them (" + std::to_string(relu_mm) +
                          " ReLU mask(s) saved), " + std::to_string(weight_bias) +
-                         " weight + bias gradient pair(s) into linear_weight_bias_grad");
+                         " weight + bias gradient pair(s) into linear_weight_bias_grad, " +
+                         std::to_string(gelu_bias) + " tanh gelu gradient + bias gradient into " +
+                         "gelu_tanh_backward_bias_grad");
 }
 
 }  // namespace tg::graphs

@@ -31,6 +31,9 @@ int fuse_linear_gelu_tanh(Graph& graph);
 // producing both (one kernel on CUDA, where the two took two passes). Returns how many it fused.
 int fuse_relu_backward_bias_grad(Graph& graph);
 
+// The same for each tanh gelu_backward on CUDA: one gelu_tanh_backward_bias_grad node, one kernel.
+int fuse_gelu_tanh_backward_bias_grad(Graph& graph);
+
 // On CUDA, folds the product before each ReLU gradient into it: mm(g, w) read only by a
 // relu_backward_bias_grad(h, y) whose y the forward's linear_relu computed becomes one
 // mm_relu_backward_bias_grad(g, w, y, mask) (cuBLASLt's DRELU_BGRAD). The forward node becomes a

@@ -1,5 +1,5 @@
-// A fused backward op of compiled graphs: the ReLU's gradient together with the bias gradient of
-// the layer under it.
+// Fused backward ops of compiled graphs: an activation's gradient (ReLU, tanh GELU) together with
+// the bias gradient of the layer under it, so the gradient is summed while it is written.
 #pragma once
 
 #include <utility>
@@ -14,5 +14,11 @@ namespace tg {
 std::pair<Tensor, Tensor> relu_backward_bias_grad(const Tensor& g, const Tensor& y);
 // The op of relu_backward_bias_grad (the graph fusion pass builds nodes from it).
 OpPtr relu_backward_bias_grad_op();
+
+// (h, db) with h = gelu_backward(g, x, tanh approximation) and db = h summed over every dimension
+// but the last; one kernel on CUDA, the same bits as the two ops. g and x as above.
+std::pair<Tensor, Tensor> gelu_tanh_backward_bias_grad(const Tensor& g, const Tensor& x);
+// The op of gelu_tanh_backward_bias_grad.
+OpPtr gelu_tanh_backward_bias_grad_op();
 
 }  // namespace tg

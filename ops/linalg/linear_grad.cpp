@@ -61,13 +61,8 @@ class MmActivationGradOp final : public Op {
     if (!gelu_ && run_relu_epilogue(in, out)) return;
     GradModeGuard no_grad(false);  // separate kernels: plain computations, never on the tape
     const Tensor h = mm(in[0], in[1]);
-    if (gelu_) {
-      const Tensor dh = gelu_backward(h, in[2], true);
-      store(out, dh, sum_to(dh, {in[1].size(1)}));
-    } else {
-      auto [dh, db] = relu_backward_bias_grad(h, in[2]);
-      store(out, dh, db);
-    }
+    auto [dh, db] = gelu_ ? gelu_tanh_backward_bias_grad(h, in[2]) : relu_backward_bias_grad(h, in[2]);
+    store(out, dh, db);
   }
   // Both results are linear in g @ w through the activation's derivative A: with t = A * (dh + db
   // spread over rows), g gets t @ w^T and w gets g^T @ t; the GELU's input gets t's share of A'.

@@ -60,6 +60,44 @@ TEST(ReluBackwardBiasGrad, CudaMatchesCpu) {
     }, {randn(s), randn(s)}, 1e-4, 1e-4);
 }
 
+TEST(GeluTanhBackwardBiasGrad, MatchesTheUnfusedOpsAndGradchecks) {
+  Tensor g = randn({6, 5}), x = randn({6, 5}) * 3.0;
+  auto [h, db] = gelu_tanh_backward_bias_grad(g, x);
+  testing::expect_close(h, gelu_backward(g, x, true));
+  testing::expect_close(db, sum_to(gelu_backward(g, x, true), {5}), 1e-5, 1e-6);
+  auto [h3, db3] = gelu_tanh_backward_bias_grad(randn({2, 3, 4}), randn({2, 3, 4}));
+  EXPECT_EQ(db3.sizes(), (Shape{4}));
+  // Both inputs take gradients: g through gelu', x through g * gelu''.
+  testing::expect_gradcheck([](const TensorList& in) {
+    auto [a, b] = gelu_tanh_backward_bias_grad(in[0], in[1]);
+    return a.sum() * 0.5 + (b * b).sum();
+  }, {testing::random_tensor({4, 3}, kFloat64, true), testing::random_tensor({4, 3}, kFloat64, true)});
+  EXPECT_THROW_MSG(gelu_tanh_backward_bias_grad(randn({2, 3}), randn({3, 2})),
+                   "gradient of shape [2, 3] and GELU input of shape [3, 2]: expected equal shapes");
+}
+
+// On CUDA the fused kernel writes the elementwise kernel's bits, and sums them as sum_to_size does
+// up to the order of the additions; rows of 16-byte vectors and odd widths alike.
+TEST(GeluTanhBackwardBiasGrad, CudaMatchesTheSeparateKernels) {
+  TG_REQUIRE_CUDA();
+  const Device dev = cuda_device(0);
+  for (DType dtype : {kFloat32, kBFloat16, kFloat16})
+    for (const Shape& s : {Shape{64, 256}, Shape{3, 70}, Shape{1024, 3072}, Shape{2, 5, 33}, Shape{8, 4, 24}}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " " << shape_str(s));
+      const Tensor g = randn(s, {.device = dev}).to(dtype), x = (randn(s, {.device = dev}) * 4.0).to(dtype);
+      auto [h, db] = gelu_tanh_backward_bias_grad(g, x);
+      const Tensor want = gelu_backward(g, x, true);
+      EXPECT_TRUE(equal(h, want));
+      const double tol = dtype == kFloat32 ? 1e-5 : 1e-2;
+      testing::expect_close(db.to(kFloat32), sum_to(want, {s.back()}).to(kFloat32), tol, tol);
+    }
+  for (const Shape& s : {Shape{64, 256}, Shape{3, 70}})
+    testing::expect_cuda_matches_cpu([](const TensorList& in) {
+      auto [h, db] = gelu_tanh_backward_bias_grad(in[0], in[1]);
+      return cat({h.reshape({-1}), db});
+    }, {randn(s), randn(s)}, 1e-4, 1e-4);
+}
+
 // A NaN before the ReLU stays NaN after it (as relu keeps it), fused or not, on every device.
 void expect_nan_propagates(Device device) {
   Tensor x = randn({4, 8}, {.device = device}), w = randn({6, 8}, {.device = device}), b = randn({6}, {.device = device});

@@ -61,11 +61,12 @@ __device__ void sum_block_columns(int64_t rows, int64_t cols, int64_t chunk_rows
   }
 }
 
-// sum_block_columns for a contiguous T matrix whose threads each read VEC adjacent columns as one
-// aligned access (cols % VEC == 0, x 16-byte aligned): a block takes 32 * VEC columns.
-template <typename Acc, int VEC, typename T, typename Store>
-__device__ void sum_block_column_vectors(const T* __restrict__ x, int64_t rows, int64_t cols, int64_t chunk_rows,
-                                         Store store, Acc* partial) {
+// sum_block_columns for threads that each take VEC adjacent columns at a time (cols % VEC == 0): a
+// block takes 32 * VEC columns, and `pack(at, v)` fills v[0..VEC) with the Acc values at flat
+// indices at..at+VEC-1 (at = i * cols + j, j a multiple of VEC; it may write side outputs there).
+template <typename Acc, int VEC, typename Pack, typename Store>
+__device__ void sum_block_column_packs(int64_t rows, int64_t cols, int64_t chunk_rows, Pack pack, Store store,
+                                       Acc* partial) {
   __shared__ Acc sums[kSumRowGroups][kSumColumns * VEC];
   const int64_t j0 = (static_cast<int64_t>(blockIdx.x) * kSumColumns + threadIdx.x) * VEC;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * chunk_rows;
@@ -73,9 +74,10 @@ __device__ void sum_block_column_vectors(const T* __restrict__ x, int64_t rows, 
   Acc sum[VEC] = {};
   if (j0 < cols) {
     for (int64_t i = r0 + threadIdx.y; i < r1; i += kSumRowGroups) {
-      const AlignedVector<T, VEC> p = *reinterpret_cast<const AlignedVector<T, VEC>*>(x + i * cols + j0);
+      Acc v[VEC];
+      pack(i * cols + j0, v);
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) sum[k] += static_cast<Acc>(p.v[k]);
+      for (int k = 0; k < VEC; ++k) sum[k] += v[k];
     }
   }
 #pragma unroll
@@ -90,6 +92,21 @@ __device__ void sum_block_column_vectors(const T* __restrict__ x, int64_t rows, 
   for (int r = 0; r < kSumRowGroups; ++r) total += sums[r][t];
   if (partial) partial[blockIdx.y * cols + j] = total;
   else store(j, total);
+}
+
+// sum_block_column_packs over a contiguous T matrix read in aligned VEC-element vectors (x 16-byte
+// aligned).
+template <typename Acc, int VEC, typename T, typename Store>
+__device__ void sum_block_column_vectors(const T* __restrict__ x, int64_t rows, int64_t cols, int64_t chunk_rows,
+                                         Store store, Acc* partial) {
+  sum_block_column_packs<Acc, VEC>(
+      rows, cols, chunk_rows,
+      [x](int64_t at, Acc(&v)[VEC]) {
+        const AlignedVector<T, VEC> p = *reinterpret_cast<const AlignedVector<T, VEC>*>(x + at);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) v[k] = static_cast<Acc>(p.v[k]);
+      },
+      store, partial);
 }
 
 // store(j, sum over the chunks of partial[chunk * cols + j]): a block of 32 columns x kFinishRows
