@@ -155,8 +155,12 @@ std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const Cal
   // Epilogue fusion: linear + activation, and their gradients, into the products' cuBLASLt epilogues.
   if (o.fuse_epilogues) fuse_epilogues(p, entry->joint, o.fuse_gradient_epilogues);
   // Split gradients: the zero-filled copies of a split's pieces and their sum become one cat (before
-  // elementwise fusion, which would fuse the sum).
-  if (o.merge_split_gradients) merge_split_gradients(p.backward);
+  // elementwise fusion, which would fuse the sum); where the pieces are the fused attention's
+  // gradients, cuDNN writes them into the cat's result directly.
+  if (o.merge_split_gradients) {
+    merge_split_gradients(p.backward);
+    pack_attention_gradients(p.backward);
+  }
   // Norm fusion: a residual add and the layer_norm reading its sum (and a cast of its rows) become one
   // add_layer_norm node, and in the backward the norm's gradient, the residual gradient's sum and its
   // casts one add_layer_norm_backward (before elementwise fusion, which would take the adds and casts).

@@ -9,6 +9,7 @@
 #include "graphs/ir/graph_edit.h"
 #include "graphs/logs.h"
 #include "graphs/passes/node_patterns.h"
+#include "ops/attention/flash_attention.h"
 #include "ops/shape/join.h"
 #include "ops/shape/view.h"
 
@@ -62,6 +63,31 @@ bool tiles_dim(const Graph& graph, std::vector<Piece>& pieces, const TensorMeta&
   return at == first.sizes[static_cast<size_t>(first.dim)];
 }
 
+// The node that alone reads value v (v no graph output), or -1.
+int32_t sole_reader(const std::vector<std::vector<int32_t>>& readers, const std::vector<bool>& is_output, ValueId v) {
+  const auto& r = readers[static_cast<size_t>(v)];
+  return r.size() == 1 && !is_output[static_cast<size_t>(v)] ? r[0] : -1;
+}
+
+// True when value v is a contiguous [sizes] at offset 0 (a row-major view of its whole buffer).
+bool contiguous_whole(const Graph& graph, ValueId v, const Shape& sizes) {
+  const TensorMeta& m = graph.values[static_cast<size_t>(v)].meta;
+  return m.sizes == sizes && m.offset == 0 && m.strides == contiguous_meta(sizes, m.dtype, m.device).strides;
+}
+
+// The output of the view node that alone reads v, when that output is contiguous_whole of `sizes`;
+// -1 otherwise. The view node goes to `chain`.
+ValueId sole_view_as(const Graph& graph, const std::vector<std::vector<int32_t>>& readers,
+                     const std::vector<bool>& is_output, ValueId v, const Shape& sizes, std::vector<int32_t>& chain) {
+  const int32_t r = sole_reader(readers, is_output, v);
+  if (r < 0) return -1;
+  const GraphNode& n = graph.nodes[static_cast<size_t>(r)];
+  if (!n.op->has(kView) || n.inputs.size() != 1 || n.outputs.size() != 1) return -1;
+  if (!contiguous_whole(graph, n.outputs[0], sizes)) return -1;
+  chain.push_back(r);
+  return n.outputs[0];
+}
+
 }  // namespace
 
 int merge_split_gradients(Graph& graph) {
@@ -92,6 +118,52 @@ int merge_split_gradients(Graph& graph) {
     log_line("fusion", std::to_string(merged) + " split gradient(s) summed as one cat");
   }
   return merged;
+}
+
+int pack_attention_gradients(Graph& graph) {
+  const std::vector<std::vector<int32_t>> readers = readers_of(graph);
+  const std::vector<bool> is_output = graph_outputs(graph);
+  std::vector<bool> removed(graph.nodes.size(), false);
+  int packed = 0;
+  for (GraphNode& n : graph.nodes) {
+    if (n.outputs.size() != 3) continue;
+    OpPtr op = packed_attention_gradients_op(*n.op);
+    if (!op) continue;
+    const TensorMeta& g = graph.values[static_cast<size_t>(n.outputs[0])].meta;
+    if (!g.device.is_cuda() || g.sizes.size() != 4) continue;
+    const int64_t B = g.sizes[0], H = g.sizes[1], L = g.sizes[2], D = g.sizes[3];
+    // Each gradient [B, H, L, D], laid out as [B, L, H, D], viewed as those rows and then as [B, L, H * D],
+    // the three views joined by one cat into [B, L, 3 * H * D]: exactly the packed layout.
+    std::vector<int32_t> chain;
+    std::vector<ValueId> flat;
+    int32_t cat = -1;
+    for (ValueId grad : n.outputs) {
+      if (graph.values[static_cast<size_t>(grad)].meta.sizes != g.sizes) break;
+      const ValueId rows = sole_view_as(graph, readers, is_output, grad, {B, L, H, D}, chain);
+      const ValueId joined = rows < 0 ? -1 : sole_view_as(graph, readers, is_output, rows, {B, L, H * D}, chain);
+      const int32_t reader = joined < 0 ? -1 : sole_reader(readers, is_output, joined);
+      if (reader < 0 || (cat >= 0 && reader != cat)) break;
+      cat = reader;
+      flat.push_back(joined);
+    }
+    if (flat.size() != 3) continue;
+    const GraphNode& c = graph.nodes[static_cast<size_t>(cat)];
+    if (removed[static_cast<size_t>(cat)] || c.op->name() != "cat" || c.inputs != flat || c.outputs.size() != 1 ||
+        !contiguous_whole(graph, c.outputs[0], {B, L, 3 * H * D}))
+      continue;
+    for (ValueId grad : n.outputs) graph.values[static_cast<size_t>(grad)].producer = -1;  // computed no more
+    n.op = std::move(op);
+    n.outputs = {c.outputs[0]};
+    graph.values[static_cast<size_t>(c.outputs[0])].output_index = 0;
+    for (int32_t r : chain) removed[static_cast<size_t>(r)] = true;
+    removed[static_cast<size_t>(cat)] = true;
+    ++packed;
+  }
+  if (packed > 0) {
+    drop_nodes(graph, removed);
+    log_line("fusion", std::to_string(packed) + " attention gradient triple(s) written packed, without their cat");
+  }
+  return packed;
 }
 
 }  // namespace tg::graphs

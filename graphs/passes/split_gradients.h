@@ -14,4 +14,11 @@ namespace tg::graphs {
 // gradients in range order where the tree's root was. Any device. Returns the number of trees.
 int merge_split_gradients(Graph& graph);
 
+// Replaces each CUDA flash_attention_backward whose three gradients are each viewed as [B, L, H * D]
+// rows and joined, in order, by one cat into [B, L, 3 * H * D] (the gradient of the projection q, k
+// and v were split from, as merge_split_gradients leaves it), with one packed node writing the cat's
+// result: cuDNN writes each gradient into its third of every row, and the views and the cat's
+// copies go. Returns how many it packed.
+int pack_attention_gradients(Graph& graph);
+
 }  // namespace tg::graphs

@@ -144,13 +144,16 @@ class FlashAttentionOp final : public Op {
 };
 
 // Inputs: q, k, v, O, dO (laid out as O), logsumexp, the forward's Philox state (empty without
-// dropout), optional bias; outputs dq, dk, dv laid out as O.
+// dropout), optional bias; outputs dq, dk, dv laid out as O, or (packed) one [B, L, 3 * H * D]
+// tensor holding them side by side in each row: the gradient of the projection that q, k and v were
+// split from, written by cuDNN in place of the cat that would join them.
 class FlashAttentionBackwardOp final : public Op {
  public:
-  explicit FlashAttentionBackwardOp(FlashAttentionParams p) : p_(p) {}
+  FlashAttentionBackwardOp(FlashAttentionParams p, bool packed) : p_(p), packed_(packed) {}
   const OpSchema& schema() const override {
     static const OpSchema s{.name = "flash_attention_backward", .flags = kComputeIntensive};
-    return s;
+    static const OpSchema packed{.name = "flash_attention_backward_packed", .flags = kComputeIntensive};
+    return packed_ ? packed : s;
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
     TG_CHECK(in.size() == 7 || in.size() == 8, "[flash_attention_backward] expected q, k, v, O, dO, the logsumexp, ",
@@ -168,6 +171,12 @@ class FlashAttentionBackwardOp final : public Op {
     TG_CHECK(in[5].dtype() == kFloat32 && in[5].sizes() == st, "[flash_attention_backward] expected the ",
              "logsumexp as float32 ", shape_str(st), ", got ", dtype_name(in[5].dtype()), " ",
              shape_str(in[5].sizes()));
+    if (packed_) {
+      TG_CHECK(in[1].sizes() == q.sizes() && in[2].sizes() == q.sizes(), "[flash_attention_backward_packed] ",
+               "expected q, k and v of one shape, got ", shape_str(q.sizes()), ", ", shape_str(in[1].sizes()), " and ",
+               shape_str(in[2].sizes()));
+      return {contiguous_meta({q.size(0), q.size(2), 3 * q.size(1) * q.size(3)}, q.dtype(), q.device())};
+    }
     std::vector<TensorMeta> out;
     for (size_t i = 0; i < 3; ++i)
       out.push_back({.sizes = in[i].sizes(), .strides = bshd_strides(in[i].sizes()), .offset = 0,
@@ -176,9 +185,19 @@ class FlashAttentionBackwardOp final : public Op {
   }
   void eval(const TensorList& in, TensorList& out) const override {
 #ifdef TG_WITH_CUDA
-    if (in[0].is_cuda())
-      return cuda::flash_attention_backward(in[0], in[1], in[2], in[3], in[4], in[5],
-                                            in.size() == 8 ? in[7] : Tensor(), in[6], p_, out[0], out[1], out[2]);
+    if (in[0].is_cuda()) {
+      const Tensor bias = in.size() == 8 ? in[7] : Tensor();
+      if (!packed_)
+        return cuda::flash_attention_backward(in[0], in[1], in[2], in[3], in[4], in[5], bias, in[6], p_, out[0],
+                                              out[1], out[2]);
+      // dq, dk and dv as [B, H, L, D] views of the packed rows, at offsets 0, H * D and 2 * H * D.
+      const int64_t B = in[0].size(0), H = in[0].size(1), L = in[0].size(2), D = in[0].size(3), row = 3 * H * D;
+      auto piece = [&](int64_t i) {
+        return out[0].as_strided({B, H, L, D}, {L * row, D, row, 1}, out[0].storage_offset() + i * H * D);
+      };
+      return cuda::flash_attention_backward(in[0], in[1], in[2], in[3], in[4], in[5], bias, in[6], p_, piece(0),
+                                            piece(1), piece(2));
+    }
 #endif
     (void)out;
     TG_FAIL("[flash_attention_backward] runs on CUDA tensors only, got ", in[0].device().str());
@@ -189,9 +208,12 @@ class FlashAttentionBackwardOp final : public Op {
     s << "scale=" << p_.scale << ", causal=" << (p_.causal ? "true" : "false");
     return s.str();
   }
+  const FlashAttentionParams& params() const { return p_; }
+  bool packed() const { return packed_; }
 
  private:
   FlashAttentionParams p_;
+  bool packed_;
 };
 
 TensorList FlashAttentionOp::backward(const BackwardContext& ctx, const TensorList& grads) const {
@@ -204,7 +226,7 @@ TensorList FlashAttentionOp::backward(const BackwardContext& ctx, const TensorLi
   if (dot.storage_offset() % kAlign != 0) dot = dot.clone();
   TensorList in{ctx.input(0), ctx.input(1), ctx.input(2), o, dot.transpose(1, 2), ctx.output(1), ctx.output(2)};
   if (has_bias_) in.push_back(ctx.input(3));
-  TensorList g = dispatch(std::make_shared<const FlashAttentionBackwardOp>(p_), std::move(in));
+  TensorList g = dispatch(std::make_shared<const FlashAttentionBackwardOp>(p_, false), std::move(in));
   for (size_t i = 0; i < 3; ++i)
     if (ctx.needs_input_grad(i)) result[i] = g[i];
   return result;
@@ -252,6 +274,12 @@ SdpaKernel sdpa_kernel() { return t_kernel; }
 
 SdpaKernelGuard::SdpaKernelGuard(SdpaKernel kernel) : previous_(t_kernel) { t_kernel = kernel; }
 SdpaKernelGuard::~SdpaKernelGuard() { t_kernel = previous_; }
+
+OpPtr packed_attention_gradients_op(const Op& op) {
+  const auto* b = dynamic_cast<const FlashAttentionBackwardOp*>(&op);
+  if (b == nullptr || b->packed()) return nullptr;
+  return std::make_shared<const FlashAttentionBackwardOp>(b->params(), true);
+}
 
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, double scale,
                        bool is_causal, double dropout_p) {

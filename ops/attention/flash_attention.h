@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "ops/core/op.h"
 #include "tensor/tensor.h"
 
 namespace tg {
@@ -51,5 +52,10 @@ std::optional<Tensor> fused_attention(const Tensor& q, const Tensor& k, const Te
 // logsumexp [B, H, L, 1] and the Philox state that the forward saves (no L x S buffer anywhere).
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, double scale,
                        bool is_causal, double dropout_p = 0.0);
+
+// For graph rewrites: the form of a flash_attention_backward op (null for any other op) whose one
+// output is [B, L, 3 * H * D], dq, dk and dv side by side in each row (q, k and v of one shape): the
+// gradient of the projection they were split from, without the cat that would join them.
+OpPtr packed_attention_gradients_op(const Op& op);
 
 }  // namespace tg

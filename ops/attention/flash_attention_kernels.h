@@ -43,7 +43,9 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
                              const FlashAttentionParams& p, const Tensor& rng, const Tensor& o, const Tensor& stats);
 
 // dq, dk, dv from the forward's operands, its output o and stats, the output's gradient do_
-// (laid out as o) and, with dropout, the forward's rng.
+// (laid out as o) and, with dropout, the forward's rng. The gradients may be laid out as o is, or be
+// strided views (of one packed [B, L, 3 * H * D] buffer, say); where cuDNN does not write a layout,
+// they are computed as o is laid out and copied.
 void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& do_,
                               const Tensor& stats, const Tensor& bias, const Tensor& rng,
                               const FlashAttentionParams& p, const Tensor& dq, const Tensor& dk, const Tensor& dv);

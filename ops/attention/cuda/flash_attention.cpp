@@ -24,6 +24,7 @@
 #include "ops/factory/factory.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/device_guard.h"
+#include "tensor/grad_mode.h"
 #include "tensor/shape.h"
 
 namespace tg::cuda {
@@ -167,10 +168,23 @@ std::shared_ptr<const Built> forward_graph(const TensorMeta& q, const TensorMeta
   });
 }
 
-// The backward graph for gradients (and dO) laid out as the forward's output (bshd_strides).
+// The gradients' layouts when nothing else is asked for: each laid out as the forward's output
+// (bshd_strides of its own operand).
+struct GradLayouts {
+  TensorMeta dq, dk, dv;
+};
+GradLayouts own_layouts(const TensorMeta& q, const TensorMeta& k, const TensorMeta& v) {
+  return {output_meta(q, q.sizes[3]), output_meta(k, k.sizes[3]), output_meta(v, v.sizes[3])};
+}
+
+// The backward graph for dO laid out as the forward's output (bshd_strides) and the gradients in
+// the given layouts (own_layouts, or views of one packed buffer).
 std::shared_ptr<const Built> backward_graph(const TensorMeta& q, const TensorMeta& k, const TensorMeta& v,
-                                            const TensorMeta* bias, const FlashAttentionParams& p) {
-  return cached(cache_key("bwd", q, k, v, bias, p), q.device.index, [&](fe::graph::Graph& g) {
+                                            const TensorMeta* bias, const FlashAttentionParams& p,
+                                            const GradLayouts& grads) {
+  std::string key = cache_key("bwd", q, k, v, bias, p);
+  for (const TensorMeta* m : {&grads.dq, &grads.dk, &grads.dv}) key += shape_str(m->strides) + '|';
+  return cached(key, q.device.index, [&](fe::graph::Graph& g) {
     set_common(g, q.dtype);
     const TensorMeta o = output_meta(q, v.sizes[3]), st = stats_meta(q);
     auto Q = tensor(g, "Q", kQ, q), K = tensor(g, "K", kK, k), V = tensor(g, "V", kV, v);
@@ -180,10 +194,10 @@ std::shared_ptr<const Built> backward_graph(const TensorMeta& q, const TensorMet
     auto a = fe::graph::SDPA_backward_attributes().set_name("flash_attention_backward");
     set_mask(g, a, bias, p);
     auto [dQ, dK, dV] = g.sdpa_backward(Q, K, V, O, dO, Stats, a);
-    const std::pair<std::shared_ptr<fe::graph::Tensor_attributes>, std::pair<Uid, const TensorMeta*>> grads[] = {
-        {dQ, {kDQ, &q}}, {dK, {kDK, &k}}, {dV, {kDV, &v}}};
-    for (const auto& [t, what] : grads) {
-      const TensorMeta m = output_meta(*what.second, what.second->sizes[3]);
+    const std::pair<std::shared_ptr<fe::graph::Tensor_attributes>, std::pair<Uid, const TensorMeta*>> outputs[] = {
+        {dQ, {kDQ, &grads.dq}}, {dK, {kDK, &grads.dk}}, {dV, {kDV, &grads.dv}}};
+    for (const auto& [t, what] : outputs) {
+      const TensorMeta& m = *what.second;
       t->set_output(true).set_uid(what.first).set_dim(std::vector<int64_t>(m.sizes.begin(), m.sizes.end()))
           .set_stride(strides_for(m.sizes, m.strides));
     }
@@ -231,7 +245,7 @@ bool flash_attention_supported(const TensorMeta& q, const TensorMeta& k, const T
     return false;
   }
   auto f = forward_graph(q, k, v, bias, p);
-  if (f->graph && backward) f = backward_graph(q, k, v, bias, p);
+  if (f->graph && backward) f = backward_graph(q, k, v, bias, p, own_layouts(q, k, v));
   if (!f->graph && why) *why = f->error;
   return f->graph != nullptr;
 }
@@ -254,7 +268,24 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                               const FlashAttentionParams& p, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
   DeviceGuard guard(q.device().index);
   TensorMeta bm;
-  const auto b = backward_graph(meta_of(q), meta_of(k), meta_of(v), bias_meta(bias, bm), p);
+  const TensorMeta qm = meta_of(q), km = meta_of(k), vm = meta_of(v);
+  const GradLayouts own = own_layouts(qm, km, vm), given{meta_of(dq), meta_of(dk), meta_of(dv)};
+  auto b = backward_graph(qm, km, vm, bias_meta(bias, bm), p, given);
+  const bool own_strides = own.dq.strides == given.dq.strides && own.dk.strides == given.dk.strides &&
+                           own.dv.strides == given.dv.strides;
+  if (b->graph == nullptr && !own_strides) {
+    // Gradients in a layout cuDNN does not write (views of a packed buffer): computed in their own
+    // layouts ([B, L, H, D] in memory), then copied there.
+    auto own_tensor = [&](const Tensor& like) {
+      const Shape& s = like.sizes();
+      return empty({s[0], s[2], s[1], s[3]}, {.dtype = like.dtype(), .device = like.device()}).transpose(1, 2);
+    };
+    const Tensor tq = own_tensor(dq), tk = own_tensor(dk), tv = own_tensor(dv);
+    flash_attention_backward(q, k, v, o, do_, stats, bias, rng, p, tq, tk, tv);
+    NoGradGuard no_grad;
+    for (auto [target, source] : {std::pair{dq, tq}, std::pair{dk, tk}, std::pair{dv, tv}}) target.copy_(source);
+    return;
+  }
   check_built(*b, "flash_attention_backward");
   std::unordered_map<int64_t, void*> pack{{kQ, q.raw_data()},   {kK, k.raw_data()},       {kV, v.raw_data()},
                                          {kO, o.raw_data()},   {kDO, do_.raw_data()},    {kStats, stats.raw_data()},

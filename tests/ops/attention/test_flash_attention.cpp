@@ -561,5 +561,41 @@ TEST(FlashAttentionCuda, MultiheadAttentionChoosesTheFusedKernel) {
   EXPECT_EQ(w.attn_weights.sizes(), (Shape{3, 77, 77}));
 }
 
+// A packed projection split into q, k and v for causal attention (GPT's block): compiled, cuDNN
+// writes the three gradients into the projection's gradient (one flash_attention_backward_packed,
+// no cat), with eager mode's values; with the split-gradient merge off, the separate gradients stay.
+TEST(FlashAttentionCuda, PackedProjectionGradientsWithoutTheirCat) {
+  TG_REQUIRE_CUDA();
+  manual_seed(18);
+  const Device dev = cuda_device();
+  const int64_t B = 2, L = 33, H = 4, D = 64;
+  const Tensor w = (randn({H * D, 3 * H * D}, {.device = dev}) * 0.05).to(kBFloat16).requires_grad_(true);
+  auto step = [&](const Tensor& x) {
+    const TensorList qkv = split(matmul(x, w), H * D, 2);
+    auto heads = [&](const Tensor& z) { return z.view({B, L, H, D}).transpose(1, 2); };
+    const Tensor a = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), Tensor(), 0.0, true);
+    return (a.transpose(1, 2).reshape({B, L, H * D}).to(kFloat32) * 0.5).square().sum();
+  };
+  const Tensor x0 = randn({B, L, H * D}, {.device = dev}).to(kBFloat16);
+  const Tensor xe = x0.detach().requires_grad_(true);
+  step(xe).backward();
+  const Tensor wgrad = w.grad().clone(), xgrad = xe.grad().clone();
+  for (bool merge : {true, false}) {
+    auto compiled = compile(step, {.backend = "cudagraphs", .merge_split_gradients = merge});
+    for (int i = 0; i < 3; ++i) {  // warm-up, recording, replay
+      w.set_grad(Tensor());
+      const Tensor xc = x0.detach().requires_grad_(true);
+      compiled(xc).backward();
+      expect_close(xc.grad().to(kFloat32), xgrad.to(kFloat32), 2e-2, 2e-2);
+      expect_close(w.grad().to(kFloat32), wgrad.to(kFloat32), 2e-2, 2e-2);
+    }
+    const auto& bw = compiled.counters().backward_ops;
+    auto count = [&bw](const char* op) { return bw.count(op) ? bw.at(op) : 0; };
+    EXPECT_EQ(count("flash_attention_backward_packed"), merge ? 1 : 0);
+    EXPECT_EQ(count("flash_attention_backward"), merge ? 0 : 1);
+    EXPECT_EQ(count("cat"), 0) << "merge " << merge;
+  }
+}
+
 }  // namespace
 }  // namespace tg
