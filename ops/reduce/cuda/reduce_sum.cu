@@ -1,4 +1,5 @@
-// CUDA launchers for sum and mean on top of the reduction engine.
+// CUDA launchers for sum and mean on top of the reduction engine: the floating dtypes here, the
+// integers in reduce_sum_integer.cu (so that no one file compiles every dtype's kernels).
 #include <algorithm>
 #include <cstdint>
 
@@ -6,6 +7,7 @@
 #include "ops/reduce/cuda/reduce.h"
 #include "ops/reduce/cuda/reduce_access.cuh"
 #include "ops/reduce/cuda/reduce_engine.cuh"
+#include "ops/reduce/cuda/reduce_sum_integer.h"
 #include "ops/reduce/reduce_functors.h"
 
 namespace tg::cuda {
@@ -38,29 +40,28 @@ bool is_column_sum(const ReducePlan& p) {
 }  // namespace
 
 void sum_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean) {
-  TG_DISPATCH_NUMERIC(out.dtype(), mean ? "mean" : "sum", [&] {
+  if (!is_floating(out.dtype())) return detail::sum_reduce_integer(x, plan, out, mean);
+  TG_DISPATCH_FLOATING(out.dtype(), mean ? "mean" : "sum", [&] {
     using acc_t = acc_type<scalar_t>;  // 16-bit floats sum in float
     const detail::ValueStore<scalar_t> store{out.data_ptr<scalar_t>(), static_cast<acc_t>(plan.n_red), mean};
-    if constexpr (is_floating_v<scalar_t>) {  // integer sums take the engine
-      if (is_column_sum(plan)) {
-        const scalar_t* src = x.data_ptr<scalar_t>();
-        // Rows of 16-byte aligned vectors: each thread reads 16 bytes (at most 8 columns) at a time.
-        constexpr int kVec = std::min<int>(8, static_cast<int>(16 / sizeof(scalar_t)));
-        const bool vectors = plan.n_out % kVec == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
-        run_column_sum<acc_t>(
-            plan.n_red, plan.n_out, x.device(), store,
-            [&](dim3 grid, dim3 block, int64_t chunk_rows, acc_t* partial) {
-              if (vectors) {
-                column_sum_vector_kernel<scalar_t, kVec><<<grid, block, 0, current_stream()>>>(
-                    src, plan.n_red, plan.n_out, chunk_rows, store, partial);
-              } else {
-                column_sum_kernel<scalar_t><<<grid, block, 0, current_stream()>>>(src, plan.n_red, plan.n_out,
-                                                                                   chunk_rows, store, partial);
-              }
-            },
-            vectors ? kVec : 1);
-        return;
-      }
+    if (is_column_sum(plan)) {
+      const scalar_t* src = x.data_ptr<scalar_t>();
+      // Rows of 16-byte aligned vectors: each thread reads 16 bytes (at most 8 columns) at a time.
+      constexpr int kVec = std::min<int>(8, static_cast<int>(16 / sizeof(scalar_t)));
+      const bool vectors = plan.n_out % kVec == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+      run_column_sum<acc_t>(
+          plan.n_red, plan.n_out, x.device(), store,
+          [&](dim3 grid, dim3 block, int64_t chunk_rows, acc_t* partial) {
+            if (vectors) {
+              column_sum_vector_kernel<scalar_t, kVec><<<grid, block, 0, current_stream()>>>(
+                  src, plan.n_red, plan.n_out, chunk_rows, store, partial);
+            } else {
+              column_sum_kernel<scalar_t><<<grid, block, 0, current_stream()>>>(src, plan.n_red, plan.n_out,
+                                                                                 chunk_rows, store, partial);
+            }
+          },
+          vectors ? kVec : 1);
+      return;
     }
     detail::reduce(plan, acc_t(0), detail::ValueLoad<scalar_t>{x.data_ptr<scalar_t>()}, SumCombine{}, store,
                    x.device());
