@@ -2,7 +2,12 @@
 // rows in vectors.
 #pragma once
 
+#include <cstdint>
+
 namespace tg::cuda {
+
+// Whether p can be read and written as 16-byte vectors.
+inline bool aligned_16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <typename T, int N>
 struct alignas(sizeof(T) * N) AlignedVector {

@@ -47,8 +47,6 @@ __global__ void __launch_bounds__(kThreads) cast_kernel(const CastTable<To, From
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // Launches the casts of pairs `which` (all From -> To) in tables of up to kCapacity tensors.
 template <typename To, typename From>
 void launch_casts(const TensorList& in, const TensorList& out, const std::vector<size_t>& which) {
@@ -81,7 +79,7 @@ std::vector<bool> multi_tensor_cast(const TensorList& in, const TensorList& out)
     const Tensor& x = in[i];
     const Tensor& y = out[i];
     if (!x.device().is_cuda() || y.device() != x.device() || !x.is_contiguous() || !y.is_contiguous()) continue;
-    if (x.numel() == 0 || x.numel() % kVec != 0 || !aligned16(x.raw_data()) || !aligned16(y.raw_data())) continue;
+    if (x.numel() == 0 || x.numel() % kVec != 0 || !aligned_16(x.raw_data()) || !aligned_16(y.raw_data())) continue;
     std::vector<size_t>* group = nullptr;
     if (x.dtype() == kFloat32 && y.dtype() == kBFloat16) group = &to_bf16;
     if (x.dtype() == kFloat32 && y.dtype() == kFloat16) group = &to_f16;

@@ -8,8 +8,6 @@
 namespace tg::cuda {
 namespace {
 
-bool aligned_16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 template <typename T>
 __global__ void relu_backward_bias_grad_kernel(const T* __restrict__ g, const T* __restrict__ y, T* __restrict__ h,
                                                int64_t rows, int64_t cols, int64_t chunk_rows,
@@ -75,15 +73,10 @@ void gelu_tanh_backward_bias_grad(const Tensor& g, const Tensor& x, Tensor& h, T
     run_column_sum<Acc>(
         rows, cols, g.device(), store,
         [&](dim3 grid, dim3 block, int64_t chunk_rows, Acc* partial) {
-          if (vectors) {
-            gelu_tanh_backward_bias_grad_kernel<scalar_t, kVec><<<grid, block, 0, current_stream()>>>(
-                g.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), h.data_ptr<scalar_t>(), rows, cols, chunk_rows, store,
-                partial);
-          } else {
-            gelu_tanh_backward_bias_grad_kernel<scalar_t, 1><<<grid, block, 0, current_stream()>>>(
-                g.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), h.data_ptr<scalar_t>(), rows, cols, chunk_rows, store,
-                partial);
-          }
+          auto* kernel = vectors ? gelu_tanh_backward_bias_grad_kernel<scalar_t, kVec>
+                                 : gelu_tanh_backward_bias_grad_kernel<scalar_t, 1>;
+          kernel<<<grid, block, 0, current_stream()>>>(g.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(),
+                                                       h.data_ptr<scalar_t>(), rows, cols, chunk_rows, store, partial);
         },
         vectors ? kVec : 1);
   });

@@ -25,7 +25,7 @@ constexpr int kRowThreads = 512;
 template <typename T>
 int pack_width(const void* base, int64_t classes) {
   constexpr int kVec = static_cast<int>(16 / sizeof(T));
-  const bool aligned = reinterpret_cast<uintptr_t>(base) % 16 == 0 && classes % kVec == 0;
+  const bool aligned = aligned_16(base) && classes % kVec == 0;
   return aligned ? kVec : 1;
 }
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ops/core/cuda/aligned_vector.cuh"
 #include "ops/factory/factory.h"
 #include "ops/norm/batch_norm.h"
 #include "tensor/cuda/cuda_check.h"
@@ -201,8 +202,7 @@ void launch_apply(const T* x, const T* gy, const double* coef, const BatchNormKe
   const int64_t planes = a.N * a.C;
   constexpr int kVec = static_cast<int>(16 / sizeof(T));
   const unsigned plane_grid = static_cast<unsigned>(std::min<int64_t>(planes, 1 << 20));
-  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (a.S >= 32 && a.S % kVec == 0 && aligned(x) && aligned(gy) && aligned(out)) {
+  if (a.S >= 32 && a.S % kVec == 0 && aligned_16(x) && aligned_16(gy) && aligned_16(out)) {
     apply_kernel<T, kVec, kBackward><<<plane_grid, kThreads, 0, stream>>>(x, gy, coef, planes, a.C, a.S, out);
   } else if (a.S >= 32) {
     apply_kernel<T, 1, kBackward><<<plane_grid, kThreads, 0, stream>>>(x, gy, coef, planes, a.C, a.S, out);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "ops/core/cuda/aligned_vector.cuh"
 #include "ops/reduce/cuda/column_sum.cuh"
 #include "ops/reduce/cuda/reduce.h"
 #include "ops/reduce/cuda/reduce_access.cuh"
@@ -48,7 +49,7 @@ void sum_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean)
       const scalar_t* src = x.data_ptr<scalar_t>();
       // Rows of 16-byte aligned vectors: each thread reads 16 bytes (at most 8 columns) at a time.
       constexpr int kVec = std::min<int>(8, static_cast<int>(16 / sizeof(scalar_t)));
-      const bool vectors = plan.n_out % kVec == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+      const bool vectors = plan.n_out % kVec == 0 && aligned_16(src);
       run_column_sum<acc_t>(
           plan.n_red, plan.n_out, x.device(), store,
           [&](dim3 grid, dim3 block, int64_t chunk_rows, acc_t* partial) {
