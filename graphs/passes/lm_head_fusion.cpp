@@ -27,8 +27,6 @@ struct LmHead {
   CrossEntropyInfo info{};
 };
 
-bool is_view(const GraphNode& n) { return n.op->has(kView) && n.inputs.size() == 1 && n.outputs.size() == 1; }
-
 // The forward nodes from a cross_entropy's input up to the linear producing the logits, through
 // views and a cast of 16-bit logits to float32 (autocast's): the linear's index last, or nothing.
 std::optional<std::vector<int32_t>> chain_to_linear(const Graph& graph, ValueId v) {
@@ -44,7 +42,7 @@ std::optional<std::vector<int32_t>> chain_to_linear(const Graph& graph, ValueId 
       if (*act != LinearActivation::None || n.outputs.size() != 1) return std::nullopt;
       return chain;
     }
-    if (!is_view(n) && !is_dtype_cast(graph, n)) return std::nullopt;
+    if (!is_single_view(n) && !is_dtype_cast(graph, n)) return std::nullopt;
     v = n.inputs[0];
   }
   return std::nullopt;
@@ -144,7 +142,7 @@ void drop_dead_backward_views(Graph& graph) {
     std::vector<bool> removed(graph.nodes.size(), false);
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
       const GraphNode& n = graph.nodes[i];
-      if (n.phase != Phase::Backward || !is_view(n)) continue;
+      if (n.phase != Phase::Backward || !is_single_view(n)) continue;
       const ValueId v = n.outputs[0];
       if (v < 0 || is_output[static_cast<size_t>(v)] || !readers[static_cast<size_t>(v)].empty()) continue;
       removed[i] = changed = true;

@@ -26,6 +26,8 @@ bool is_contiguous_value(const Graph& graph, ValueId v) {
   return (m.strides.empty() || m.strides == contiguous_strides(m.sizes)) && m.offset == 0;
 }
 
+bool is_single_view(const GraphNode& n) { return n.op->has(kView) && n.inputs.size() == 1 && n.outputs.size() == 1; }
+
 bool is_dtype_cast(const Graph& graph, const GraphNode& n) {
   if (n.op->name() != "_to_copy" || n.inputs.size() != 1 || n.outputs.size() != 1 || n.inputs[0] < 0) return false;
   const TensorMeta& in = meta_of_value(graph, n.inputs[0]);

@@ -1,4 +1,4 @@
-// Node shapes that several passes match: plain adds and dtype casts.
+// Node shapes that several passes match: plain adds, dtype casts and single views.
 #pragma once
 
 #include "graphs/ir/graph.h"
@@ -13,5 +13,7 @@ bool is_plain_add(const Graph& graph, const GraphNode& n);
 bool is_dtype_cast(const Graph& graph, const GraphNode& n);
 // True when v's metadata describe a contiguous tensor at offset 0.
 bool is_contiguous_value(const Graph& graph, ValueId v);
+// True for a view op with one input and one output.
+bool is_single_view(const GraphNode& n);
 
 }  // namespace tg::graphs

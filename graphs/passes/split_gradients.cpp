@@ -71,8 +71,7 @@ int32_t sole_reader(const std::vector<std::vector<int32_t>>& readers, const std:
 
 // True when value v is a contiguous [sizes] at offset 0 (a row-major view of its whole buffer).
 bool contiguous_whole(const Graph& graph, ValueId v, const Shape& sizes) {
-  const TensorMeta& m = graph.values[static_cast<size_t>(v)].meta;
-  return m.sizes == sizes && m.offset == 0 && m.strides == contiguous_meta(sizes, m.dtype, m.device).strides;
+  return meta_of_value(graph, v).sizes == sizes && is_contiguous_value(graph, v);
 }
 
 // The output of the view node that alone reads v, when that output is contiguous_whole of `sizes`;
@@ -82,8 +81,7 @@ ValueId sole_view_as(const Graph& graph, const std::vector<std::vector<int32_t>>
   const int32_t r = sole_reader(readers, is_output, v);
   if (r < 0) return -1;
   const GraphNode& n = graph.nodes[static_cast<size_t>(r)];
-  if (!n.op->has(kView) || n.inputs.size() != 1 || n.outputs.size() != 1) return -1;
-  if (!contiguous_whole(graph, n.outputs[0], sizes)) return -1;
+  if (!is_single_view(n) || !contiguous_whole(graph, n.outputs[0], sizes)) return -1;
   chain.push_back(r);
   return n.outputs[0];
 }
@@ -129,7 +127,7 @@ int pack_attention_gradients(Graph& graph) {
     if (n.outputs.size() != 3) continue;
     OpPtr op = packed_attention_gradients_op(*n.op);
     if (!op) continue;
-    const TensorMeta& g = graph.values[static_cast<size_t>(n.outputs[0])].meta;
+    const TensorMeta& g = meta_of_value(graph, n.outputs[0]);
     if (!g.device.is_cuda() || g.sizes.size() != 4) continue;
     const int64_t B = g.sizes[0], H = g.sizes[1], L = g.sizes[2], D = g.sizes[3];
     // Each gradient [B, H, L, D], laid out as [B, L, H, D], viewed as those rows and then as [B, L, H * D],
@@ -138,7 +136,7 @@ int pack_attention_gradients(Graph& graph) {
     std::vector<ValueId> flat;
     int32_t cat = -1;
     for (ValueId grad : n.outputs) {
-      if (graph.values[static_cast<size_t>(grad)].meta.sizes != g.sizes) break;
+      if (meta_of_value(graph, grad).sizes != g.sizes) break;
       const ValueId rows = sole_view_as(graph, readers, is_output, grad, {B, L, H, D}, chain);
       const ValueId joined = rows < 0 ? -1 : sole_view_as(graph, readers, is_output, rows, {B, L, H * D}, chain);
       const int32_t reader = joined < 0 ? -1 : sole_reader(readers, is_output, joined);
