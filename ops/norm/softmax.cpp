@@ -21,6 +21,17 @@
 namespace tg {
 namespace {
 
+// The maximum of a row of n elements `stride` apart (a contiguous float row: vectorized).
+template <typename T>
+T row_max(const T* x, int64_t n, int64_t stride) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (stride == 1 && n > 0) return cpu::max_of_span(x, n);
+  }
+  T m = max_identity<T>();
+  for (int64_t j = 0; j < n; ++j) m = MaxCombine{}(m, x[j * stride]);
+  return m;
+}
+
 // The CPU row loop for every SoftmaxMode.
 template <typename T>
 void softmax_rows_cpu(SoftmaxMode mode, const Tensor& a, const Tensor& b, int64_t dim, Tensor& out) {
@@ -39,33 +50,24 @@ void softmax_rows_cpu(SoftmaxMode mode, const Tensor& a, const Tensor& b, int64_
     switch (mode) {
       case SoftmaxMode::Softmax:
       case SoftmaxMode::LogSoftmax: {
-        T m = max_identity<T>();
-        bool have_max = false;
+        const T m = row_max(x, n, sa);
+        T s = 0;
         if constexpr (std::is_floating_point_v<T>) {
-          if (sa == 1 && n > 0) {  // a contiguous row: vectorized
-            m = cpu::max_of_span(x, n);
-            have_max = true;
+          if (mode == SoftmaxMode::Softmax) {
+            // Each exponential once: written to the output, summed, then divided in place (the same
+            // values as computing it twice; 16-bit outputs would round it in between, so they
+            // compute it twice).
+            for (int64_t j = 0; j < n; ++j) s += (o[j * so] = std::exp(x[j * sa] - m));
+            if (so == 1) cpu::divide_span(o, s, n);
+            else
+              for (int64_t j = 0; j < n; ++j) o[j * so] = o[j * so] / s;
+            break;
           }
         }
-        if (!have_max)
-          for (int64_t j = 0; j < n; ++j) m = MaxCombine{}(m, x[j * sa]);
-        T s = 0;
-        if (mode == SoftmaxMode::Softmax && std::is_floating_point_v<T>) {
-          // Each exponential once: written to the output, summed, then divided in place (the same
-          // values as computing it twice; 16-bit outputs would round it in between, so they do).
-          for (int64_t j = 0; j < n; ++j) s += (o[j * so] = std::exp(x[j * sa] - m));
-          if constexpr (std::is_floating_point_v<T>) {
-            if (so == 1) {
-              cpu::divide_span(o, s, n);
-              break;
-            }
-          }
-          for (int64_t j = 0; j < n; ++j) o[j * so] = o[j * so] / s;
-        } else if (mode == SoftmaxMode::Softmax) {
-          for (int64_t j = 0; j < n; ++j) s += std::exp(x[j * sa] - m);
+        for (int64_t j = 0; j < n; ++j) s += std::exp(x[j * sa] - m);
+        if (mode == SoftmaxMode::Softmax) {
           for (int64_t j = 0; j < n; ++j) o[j * so] = std::exp(x[j * sa] - m) / s;
         } else {
-          for (int64_t j = 0; j < n; ++j) s += std::exp(x[j * sa] - m);
           const T log_s = std::log(s);  // (x - m) - log(s): m + log(s) would round away small differences
           for (int64_t j = 0; j < n; ++j) o[j * so] = (x[j * sa] - m) - log_s;
         }

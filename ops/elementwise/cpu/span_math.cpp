@@ -43,6 +43,13 @@ void by_chunks(const float* const (&in)[kInputs], float* out, int64_t n, Eval&& 
 // GELU's far negative tail, 0.5 x (1 + tanh(u)), then reads 0 where libm gives some 1e-7 |x|).
 void tanh_into(const Chunk& u, Chunk& t) { t = u.tanh(); }
 
+// The largest of x[0..n), NaN when any is NaN (maxCoeff alone would skip it).
+template <typename T>
+T max_of(const T* x, int64_t n) {
+  const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> v(x, n);
+  return v.isNaN().any() ? std::numeric_limits<T>::quiet_NaN() : v.maxCoeff();
+}
+
 }  // namespace
 
 void tanh_span(const float* x, float* y, int64_t n) {
@@ -66,17 +73,6 @@ void gelu_tanh_backward_span(const float* g, const float* x, float* out, int64_t
     result = gv * (0.5f * (1.0f + t) + 0.5f * xv * (1.0f - t * t) * dinner);
   });
 }
-
-
-namespace {
-
-template <typename T>
-T max_of(const T* x, int64_t n) {
-  const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> v(x, n);
-  return v.isNaN().any() ? std::numeric_limits<T>::quiet_NaN() : v.maxCoeff();
-}
-
-}  // namespace
 
 float max_of_span(const float* x, int64_t n) { return max_of(x, n); }
 double max_of_span(const double* x, int64_t n) { return max_of(x, n); }
