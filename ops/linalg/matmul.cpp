@@ -22,25 +22,57 @@ namespace {
 
 Tensor scaled(const Tensor& x, const Scalar& s) { return s.to_double() == 1.0 ? x : mul(x, s); }
 
+// a @ b; with an out_dtype of float32 for 16-bit operands, the float32 sum is written without being
+// rounded to 16 bits first (torch.mm's out_dtype).
 class MmOp final : public Op {
  public:
+  explicit MmOp(std::optional<DType> out_dtype = std::nullopt) : out_dtype_(out_dtype) {}
   const OpSchema& schema() const override {
     static const OpSchema s{.name = "mm", .flags = kComputeIntensive};
     return s;
   }
   std::vector<TensorMeta> infer(const TensorList& in) const override {
     const Device dev = check_mm("mm", in[0], in[1]);
-    return single_output(contiguous_meta({in[0].size(0), in[1].size(1)}, in[0].dtype(), dev));
+    DType dtype = in[0].dtype();
+    if (out_dtype_ && *out_dtype_ != dtype) {
+      TG_CHECK(*out_dtype_ == kFloat32 && (dtype == kFloat16 || dtype == kBFloat16), "[mm] out_dtype ",
+               dtype_name(*out_dtype_), " is for float16 or bfloat16 operands with a float32 result, got operands of ",
+               dtype_name(dtype));
+      dtype = kFloat32;
+    }
+    return single_output(contiguous_meta({in[0].size(0), in[1].size(1)}, dtype, dev));
   }
   void eval(const TensorList& in, TensorList& out) const override {
-    gemm_2d(out[0], in[0].size(0), in[1].size(1), in[0].size(1), in[0], false, in[1], false, 1.0, nullptr, 0.0);
+    const int64_t n = in[0].size(0), m = in[1].size(1), k = in[0].size(1);
+    if (out[0].dtype() == in[0].dtype()) {
+      gemm_2d(out[0], n, m, k, in[0], false, in[1], false, 1.0, nullptr, 0.0);
+      return;
+    }
+    if (k == 0) {
+      fill_bias(out[0], n, m, BiasRef{}, 0.0);
+      return;
+    }
+    Tensor keep_a, keep_b;
+    Gemm g = gemm_2d_plan(out[0], n, m, k, in[0], false, in[1], false, 1.0, keep_a, keep_b);
+    g.dtype = in[0].dtype();
+    g.float32_out = true;
+    run_gemm(g);
   }
   TensorList backward(const BackwardContext& ctx, const TensorList& grads) const override {
+    // A widened product's gradient is taken at its operands' precision.
+    const DType operands = ctx.input_meta(0).dtype;
+    const Tensor g = grads[0].dtype() == operands ? grads[0] : grads[0].to(operands);
     TensorList r(2);
-    if (ctx.needs_input_grad(0)) r[0] = mat1_grad(grads[0], ctx.input(1), ctx.input_meta(0));
-    if (ctx.needs_input_grad(1)) r[1] = mat2_grad(grads[0], ctx.input(0), ctx.input_meta(1));
+    if (ctx.needs_input_grad(0)) r[0] = mat1_grad(g, ctx.input(1), ctx.input_meta(0));
+    if (ctx.needs_input_grad(1)) r[1] = mat2_grad(g, ctx.input(0), ctx.input_meta(1));
     return r;
   }
+  std::string attrs() const override {
+    return out_dtype_ ? "out_dtype=" + std::string(dtype_name(*out_dtype_)) : std::string();
+  }
+
+ private:
+  std::optional<DType> out_dtype_;
 };
 
 class BmmOp final : public Op {
@@ -132,6 +164,12 @@ class AddmmOp final : public Op {
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) { return call_op<MmOp>({autocast::to_low(a), autocast::to_low(b)}); }
+
+Tensor mm(const Tensor& a, const Tensor& b, DType out_dtype) {
+  return call_op<MmOp>({autocast::to_low(a), autocast::to_low(b)}, out_dtype);
+}
+
+OpPtr mm_op(DType out_dtype) { return std::make_shared<const MmOp>(out_dtype); }
 
 Tensor bmm(const Tensor& a, const Tensor& b) { return call_op<BmmOp>({autocast::to_low(a), autocast::to_low(b)}); }
 

@@ -11,6 +11,12 @@ namespace tg {
 
 // [n,k] x [k,m] -> [n,m]
 Tensor mm(const Tensor& a, const Tensor& b);
+// mm with the result in out_dtype, as torch.mm(a, b, out_dtype=...): float16 or bfloat16 operands may
+// give a float32 result, summed in float32 and never rounded to 16 bits (out_dtype equal to the
+// operands' is plain mm).
+Tensor mm(const Tensor& a, const Tensor& b, DType out_dtype);
+// The op of mm(a, b, out_dtype), for graph rewrites.
+OpPtr mm_op(DType out_dtype);
 // [B,n,k] x [B,k,m] -> [B,n,m]
 Tensor bmm(const Tensor& a, const Tensor& b);
 // NumPy/PyTorch matmul: 1-D, 2-D and batched (broadcast batch dims) operands.

@@ -131,6 +131,44 @@ TEST(Mm, EmptyInnerDimensionGivesZeros) {
   EXPECT_EQ(bmm(empty({2, 3, 0}), empty({2, 0, 1})).to_vector<float>(), std::vector<float>(6, 0.0f));
 }
 
+// mm's out_dtype: 16-bit operands give the float32 sum itself, for every layout; the 16-bit result
+// is that sum rounded. An out_dtype equal to the operands' is plain mm.
+TEST(Mm, Float32ResultOfSixteenBitOperands) {
+  for (DType dt : {kBFloat16, kFloat16})
+    for (Layout la : kLayouts)
+      for (Layout lb : kLayouts) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " a:" + layout_name(la) + " b:" + layout_name(lb));
+        const Tensor a = make_matrix(16, 33, dt, la), b = make_matrix(33, 20, dt, lb);
+        const Tensor wide = mm(a, b, kFloat32);
+        EXPECT_EQ(wide.dtype(), kFloat32);
+        EXPECT_TRUE(wide.is_contiguous());
+        expect_close(wide, naive_matmul(a, b), 1e-5, 1e-5);
+        EXPECT_TRUE(equal(wide.to(dt), mm(a, b)));
+      }
+  const Tensor x = random_tensor({3, 4}, kFloat32), y = random_tensor({4, 2}, kFloat32);
+  EXPECT_TRUE(equal(mm(x, y, kFloat32), mm(x, y)));
+  EXPECT_EQ(mm(empty({3, 0}, {.dtype = kBFloat16}), empty({0, 4}, {.dtype = kBFloat16}), kFloat32).to_vector<float>(),
+            std::vector<float>(12, 0.0f));
+  EXPECT_THROW_MSG(mm(x, y, kFloat64),
+                   "[mm] out_dtype float64 is for float16 or bfloat16 operands with a float32 result, got operands of "
+                   "float32");
+  EXPECT_THROW_MSG(mm(x.to(kBFloat16), y.to(kBFloat16), kFloat16), "[mm] out_dtype float16 is for float16 or bfloat16");
+}
+
+// The widened product's gradients are plain mm's for the output gradient rounded to the operands'
+// dtype.
+TEST(Mm, Float32ResultGradientsAreTheOperandsDtype) {
+  const Tensor a = random_tensor({5, 6}, kBFloat16, true), b = random_tensor({6, 4}, kBFloat16, true);
+  const Tensor g = random_tensor({5, 4}, kFloat32);
+  const TensorList wide = grad({mm(a, b, kFloat32)}, {a, b}, {g});
+  const TensorList plain = grad({mm(a, b)}, {a, b}, {g.to(kBFloat16)});
+  ASSERT_EQ(wide.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(wide[i].dtype(), kBFloat16);
+    EXPECT_TRUE(equal(wide[i], plain[i]));
+  }
+}
+
 TEST(Bmm, MatchesNaiveForLayoutsAndBroadcastBatches) {
   for (DType dt : {kFloat32, kFloat64}) {
     Tensor a = random_tensor({3, 4, 5}, dt);
@@ -417,6 +455,16 @@ TEST(MatmulCuda, MmMatchesCpuForLayoutsAndDtypes) {
                                                                    random_tensor({d.k, d.m}, dt)}, rt, rt);
     }
   }
+}
+
+TEST(MatmulCuda, Float32ResultOfSixteenBitOperandsMatchesCpu) {
+  TG_REQUIRE_CUDA();
+  for (DType dt : {kBFloat16, kFloat16})
+    for (const Dims& d : {Dims{2, 3, 4}, Dims{65, 130, 257}}) {
+      const Tensor a = random_tensor({d.n, d.k}, dt), b = random_tensor({d.k, d.m}, dt), bt = random_tensor({d.m, d.k}, dt);
+      expect_cuda_matches_cpu([](L x) { return mm(x[0], x[1], kFloat32); }, {a, b}, 1e-5, 1e-5);
+      expect_cuda_matches_cpu([](L x) { return mm(x[0], x[1].t(), kFloat32); }, {a, bt}, 1e-5, 1e-5);
+    }
 }
 
 TEST(MatmulCuda, BatchedAddmmLinearMatchCpu) {
