@@ -7,7 +7,8 @@
 // BM_gpt2_plain_step is the same model written with plain ops only, for the compiler to fuse.
 // TG_GPT2_LAYERS, TG_GPT2_BATCH and TG_GPT2_SEQ change the size; TG_GPT2_CHECKPOINT=1 runs each
 // block through tg::checkpoint; TG_GPT2_GRAD_EPILOGUES=1 compiles with fuse_gradient_epilogues (bias
-// gradients in the weight-gradient products' epilogues). activation_MiB is the peak of one step minus what was allocated
+// gradients in the weight-gradient products' epilogues), TG_GPT2_FLOAT32_GRADS=1 with
+// float32_parameter_gradients (weight gradients written in float32 by their products). activation_MiB is the peak of one step minus what was allocated
 // before its forward (parameters, gradients, optimizer state), for either setting.
 //
 // Time to first replay (see Note [Warm start] in docs/warm_start.md): compiled runs report
@@ -86,7 +87,9 @@ struct Gpt2Step {
       tg::mark_static_address(y);
       opt->set_capturable(true);
       const tg::CompileOptions options = bench::capture_mode(
-          {.backend = "cudagraphs", .fuse_gradient_epilogues = env_int("TG_GPT2_GRAD_EPILOGUES", 0) != 0});
+          {.backend = "cudagraphs",
+           .float32_parameter_gradients = env_int("TG_GPT2_FLOAT32_GRADS", 0) != 0,
+           .fuse_gradient_epilogues = env_int("TG_GPT2_GRAD_EPILOGUES", 0) != 0});
       auto c = std::make_shared<tg::Compiled<decltype(loss)>>(loss, options);
       f = [c](const Tensor& a, const Tensor& b) { return (*c)(a, b); };
       update = std::make_unique<tg::optim::CompiledStep>(*opt, options);

@@ -23,6 +23,10 @@ struct CompileOptions {
   bool fuse_elementwise = true;         // fuse chains of elementwise ops on CUDA into generated kernels (NVRTC)
   bool merge_split_gradients = true;    // sum the gradients of a split's pieces as one cat, not zero-filled copies
   bool batch_parameter_casts = true;    // cast parameters (and their gradients) with one multi_tensor_cast
+  // Under autocast, weight gradients written in float32 by their products (mm's out_dtype) instead of
+  // rounded to 16 bits and cast back, as Megatron-LM's gradient accumulation fusion does: one pass
+  // over the gradients fewer. Off by default: closer to the exact gradient, but not eager's bits.
+  bool float32_parameter_gradients = false;
   bool fuse_add_layer_norm = true;      // fold residual adds and casts into layer_norm (both ways) on CUDA
   // LM heads (linear -> cross_entropy, Mean or Sum) whose logits take at least this many bytes become
   // linear_cross_entropy with its gradients computed in the forward; 0 turns the rewrite off.

@@ -12,6 +12,7 @@
 #include "graphs/cudagraphs/strict_capture.h"
 #include "graphs/logs.h"
 #include "graphs/passes/cast_batching.h"
+#include "graphs/passes/float32_gradients.h"
 #include "graphs/passes/elementwise_fusion.h"
 #include "graphs/passes/epilogue_fusion.h"
 #include "graphs/passes/input_writes.h"
@@ -168,6 +169,9 @@ std::shared_ptr<CompiledEntry> build_entry(CompiledFunction::State& s, const Cal
     fuse_add_layer_norm(p.forward);
     fuse_add_layer_norm_backward(p.backward);
   }
+  // Float32 gradients: parameter gradients that the backward rounds to 16 bits and casts back, written
+  // in float32 by the products that make them (before the casts are batched).
+  if (o.float32_parameter_gradients) widen_parameter_gradients(p.backward);
   // Parameter casts: autocast's casts of graph inputs, and of the gradients the backward returns,
   // batched into one multi_tensor_cast per dtype pair (before elementwise fusion takes casts).
   if (o.batch_parameter_casts) {

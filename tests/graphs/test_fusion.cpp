@@ -240,6 +240,50 @@ TEST(Fusion, ParameterCastsUnderCudaGraphs) {
   expect_parameter_casts_batched(cuda_device(0), "cudagraphs");
 }
 
+// float32_parameter_gradients: under bf16 autocast the weights' gradients come out of their products
+// in float32 (mm with out_dtype), with no cast left for them in the backward graph. Eager's are
+// those sums rounded to bfloat16, so the two agree to bfloat16's rounding, and the compiled ones
+// are at least as close to the float64 gradient.
+void expect_parameter_gradients_in_float32(Device device, const std::string& backend) {
+  auto fn = [](const TensorList& in) {
+    AutocastGuard autocast(in[0].device(), kBFloat16);
+    const Tensor h = relu(matmul(in[0], in[1]));
+    return TensorList{matmul(h, in[2]).to(kFloat32).square().sum()};
+  };
+  manual_seed(21);
+  const TensorList in{randn({32, 16}, {.device = device}), (randn({16, 64}, {.device = device}) * 0.3).requires_grad_(true),
+                      (randn({64, 8}, {.device = device}) * 0.3).requires_grad_(true)};
+  // Without elementwise fusion, which on CUDA would take the output gradient's cast into a fused kernel.
+  const CompileOptions options{.backend = backend, .fuse_elementwise = false, .float32_parameter_gradients = true};
+  testing::expect_compiled_matches_eager(fn, in, {.compile = options, .rtol = 1e-2, .atol = 1e-2, .calls = 2});
+  Compiled<decltype(fn)> compiled(fn, options);
+  const TensorList params{in[1], in[2]};
+  const TensorList wide = grad(compiled(in), params);
+  const TensorList eager = grad(fn(in), params);
+  // The float64 truth of the same bfloat16 operands: the program without autocast on their values.
+  const TensorList wide_in{in[0].to(kBFloat16).to(kFloat64), in[1].detach().to(kBFloat16).to(kFloat64).requires_grad_(true),
+                           in[2].detach().to(kBFloat16).to(kFloat64).requires_grad_(true)};
+  const Tensor h = relu(matmul(wide_in[0], wide_in[1])).to(kBFloat16).to(kFloat64);
+  const TensorList truth = grad({matmul(h, wide_in[2]).square().sum()}, {wide_in[1], wide_in[2]});
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(wide[k].dtype(), kFloat32);
+    const double wide_error = (wide[k].to(kFloat64) - truth[k]).abs().max().item<double>();
+    const double eager_error = (eager[k].to(kFloat64) - truth[k]).abs().max().item<double>();
+    EXPECT_LE(wide_error, eager_error) << "parameter " << k;
+  }
+  const auto& bw = compiled.counters().backward_ops;
+  EXPECT_EQ(op_count(bw, "multi_tensor_cast"), 0) << backend;
+  EXPECT_EQ(op_count(bw, "_to_copy"), 1) << backend;  // the output gradient's, to bfloat16
+  EXPECT_GE(op_count(bw, "mm"), 2) << backend;
+}
+
+TEST(Fusion, ParameterGradientsInFloat32OnTheCpu) { expect_parameter_gradients_in_float32(kCPU, "aot_eager"); }
+
+TEST(Fusion, ParameterGradientsInFloat32UnderCudaGraphs) {
+  TG_REQUIRE_CUDA();
+  expect_parameter_gradients_in_float32(cuda_device(0), "cudagraphs");
+}
+
 // A pre-norm residual block under bf16 autocast: s = x + f(x) (float32 + bfloat16), layer_norm(s)
 // cast for the next product, and s read again by the next residual add. On CUDA the add, the norm
 // and the cast become one add_layer_norm node, and in the backward the norm's gradient, the
