@@ -1,4 +1,5 @@
-// SDPA: the fused kernel where fused_attention() takes the operands; otherwise PyTorch's math
+// SDPA: the memory-efficient kernels (float32, float64) or the fused kernel (16-bit) where they take
+// the operands; otherwise PyTorch's math
 // reference path: scores by a batched matmul, masks, a safe softmax, dropout, and a second matmul. Each
 // piece traces, captures and differentiates as its own op.
 #include "ops/attention/attention.h"
@@ -6,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/attention/efficient_attention.h"
 #include "ops/attention/flash_attention.h"
 #include "ops/core/autocast.h"
 #include "ops/elementwise/binary.h"
@@ -58,6 +60,10 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   TG_CHECK(!(is_causal && attn_mask.defined()), "[", op,
            "] _scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True");
   const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  // float32 and float64 on CUDA: the memory-efficient kernels where they apply (no L x S scores);
+  // see ops/attention/efficient_attention.h.
+  if (std::optional<Tensor> efficient = memory_efficient_attention(q, k, v, attn_mask, dropout_p, is_causal, s))
+    return *efficient;
   // The fused kernel (cuDNN's flash attention) where it applies; see ops/attention/flash_attention.h.
   if (std::optional<Tensor> fused = fused_attention(q, k, v, attn_mask, dropout_p, is_causal, s)) return *fused;
   if (is_low_precision(q.dtype())) {
