@@ -5,8 +5,11 @@
 // seeds keep drawing the same programs.
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "fuzz/fuzz_ops.h"
+#include "ops/attention/efficient_attention.h"
+#include "ops/attention/flash_attention.h"
 
 namespace tg::fuzz {
 namespace {
@@ -284,6 +287,8 @@ void add_oracle_ops(std::vector<FuzzOp>& ops) {
                ", " + (a.ints[1] ? "True" : "False") + ", " + mask + ", " + (a.ints[2] == 1 ? "True" : "False") + ")";
       }));
   // softmax(x x^T / sqrt(E) + mask) x over x [..., L, E]: causal, an additive float mask, or none.
+  // Unmasked float32/float64 CUDA operands run the memory-efficient kernels at any size (kAuto
+  // would compose the small heads the fuzzer draws).
   FuzzOp sdpa{"sdpa", 1, false,
               [](Rng& rng, const TensorList& x, Attrs& a) {
                 if (!floating(x[0]) || x[0].dim() < 2 || x[0].dim() > 4) return false;
@@ -297,6 +302,8 @@ void add_oracle_ops(std::vector<FuzzOp>& ops) {
                 const int64_t L = a.ints[1];
                 Tensor mask;
                 if (a.ints[0] == 2) mask = from_vector(a.reals, {L, L}, {.dtype = x[0].dtype(), .device = x[0].device()});
+                std::optional<SdpaKernelGuard> kernels;
+                if (efficient_attention_blocker(x[0], x[0], x[0], mask, 0.0).empty()) kernels.emplace(SdpaKernel::kFused);
                 return scaled_dot_product_attention(x[0], x[0], x[0], mask, 0.0, a.ints[0] == 1);
               },
               [](const Names& n, const Attrs& a) {
