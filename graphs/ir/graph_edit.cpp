@@ -18,6 +18,11 @@ std::vector<bool> graph_outputs(const Graph& graph) {
   return out;
 }
 
+int32_t sole_reader(const std::vector<std::vector<int32_t>>& readers, const std::vector<bool>& is_output, ValueId v) {
+  const auto& r = readers[static_cast<size_t>(v)];
+  return r.size() == 1 && !is_output[static_cast<size_t>(v)] ? r[0] : -1;
+}
+
 void drop_nodes(Graph& graph, const std::vector<bool>& removed) {
   std::vector<GraphNode> kept;
   kept.reserve(graph.nodes.size());

@@ -14,8 +14,6 @@
 namespace tg::graphs {
 namespace {
 
-bool is_16_bit(DType dtype) { return dtype == kFloat16 || dtype == kBFloat16; }
-
 // The op that writes `producer`'s output `index` in float32 instead, or null when it cannot.
 OpPtr widened(const Graph& graph, const GraphNode& producer, size_t index) {
   const std::string_view name = producer.op->name();
@@ -40,9 +38,10 @@ int widen_parameter_gradients(Graph& graph) {
     const GraphNode& cast = graph.nodes[i];
     if (!is_dtype_cast(graph, cast)) continue;
     const ValueId source = cast.inputs[0], result = cast.outputs[0];
-    if (meta_of_value(graph, result).dtype != kFloat32 || !is_16_bit(meta_of_value(graph, source).dtype)) continue;
+    const DType from_dtype = meta_of_value(graph, source).dtype;
+    if (meta_of_value(graph, result).dtype != kFloat32 || !is_low_precision(from_dtype)) continue;
     if (!is_output[static_cast<size_t>(result)] || !readers[static_cast<size_t>(result)].empty()) continue;
-    if (is_output[static_cast<size_t>(source)] || readers[static_cast<size_t>(source)].size() != 1) continue;
+    if (sole_reader(readers, is_output, source) != static_cast<int32_t>(i)) continue;
     const Value& from = graph.values[static_cast<size_t>(source)];
     if (from.producer < 0) continue;
     GraphNode& producer = graph.nodes[static_cast<size_t>(from.producer)];

@@ -63,12 +63,6 @@ bool tiles_dim(const Graph& graph, std::vector<Piece>& pieces, const TensorMeta&
   return at == first.sizes[static_cast<size_t>(first.dim)];
 }
 
-// The node that alone reads value v (v no graph output), or -1.
-int32_t sole_reader(const std::vector<std::vector<int32_t>>& readers, const std::vector<bool>& is_output, ValueId v) {
-  const auto& r = readers[static_cast<size_t>(v)];
-  return r.size() == 1 && !is_output[static_cast<size_t>(v)] ? r[0] : -1;
-}
-
 // True when value v is a contiguous [sizes] at offset 0 (a row-major view of its whole buffer).
 bool contiguous_whole(const Graph& graph, ValueId v, const Shape& sizes) {
   return meta_of_value(graph, v).sizes == sizes && is_contiguous_value(graph, v);

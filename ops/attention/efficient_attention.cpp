@@ -67,9 +67,7 @@ class EfficientAttentionBackwardOp final : public Op {
              "log-sum-exp as ", dtype_name(q.dtype()), " ", shape_str(rows), ", got ", dtype_name(in[5].dtype()), " ",
              shape_str(in[5].sizes()));
     std::vector<TensorMeta> out;
-    for (size_t i = 0; i < 3; ++i)
-      out.push_back({.sizes = in[i].sizes(), .strides = bshd_strides(in[i].sizes()), .offset = 0,
-                     .dtype = q.dtype(), .device = q.device()});
+    for (size_t i = 0; i < 3; ++i) out.push_back(bshd_meta(in[i].sizes(), q.dtype(), q.device()));
     return out;
   }
   void eval(const TensorList& in, TensorList& out) const override {
@@ -108,7 +106,7 @@ class EfficientAttentionOp final : public Op {
     check_operands("efficient_attention", in[0], in[1], in[2]);
     const Tensor& q = in[0];
     const Shape o{q.size(0), q.size(1), q.size(2), in[2].size(3)};
-    return {{.sizes = o, .strides = bshd_strides(o), .offset = 0, .dtype = q.dtype(), .device = q.device()},
+    return {bshd_meta(o, q.dtype(), q.device()),
             contiguous_meta({q.size(0), q.size(1), q.size(2)}, q.dtype(), q.device())};
   }
   void eval(const TensorList& in, TensorList& out) const override {
@@ -153,17 +151,9 @@ std::string efficient_attention_blocker(const Tensor& q, const Tensor& k, const 
   if (!q.device().is_cuda()) return "it runs on CUDA tensors, got the query on " + q.device().str();
   if (q.dtype() != kFloat32 && q.dtype() != kFloat64)
     return std::string("it takes float32 or float64 operands, got ") + std::string(dtype_name(q.dtype()));
-  if (k.dtype() != q.dtype() || v.dtype() != q.dtype() || k.device() != q.device() || v.device() != q.device())
-    return "query, key and value differ in dtype or device";
+  if (std::string why_not = attention_operands_blocker(q, k, v); !why_not.empty()) return why_not;
   if (mask.defined()) return "a mask (only causal masking is built in)";
   if (dropout_p > 0.0) return "dropout";
-  if ((q.dim() != 3 && q.dim() != 4) || k.dim() != q.dim() || v.dim() != q.dim()) {
-    why << "it takes query, key and value of 3 or 4 dims alike, got " << shape_str(q.sizes()) << ", "
-        << shape_str(k.sizes()) << " and " << shape_str(v.sizes());
-    return why.str();
-  }
-  for (int64_t i = 0; i + 2 < q.dim(); ++i)
-    if (k.size(i) != q.size(i) || v.size(i) != q.size(i)) return "the batch dims of query, key and value differ";
   if (q.size(-1) > kMaxHeadDim || v.size(-1) > kMaxHeadDim) {
     why << "head dims up to " << kMaxHeadDim << ", got " << q.size(-1) << " and " << v.size(-1);
     return why.str();

@@ -106,7 +106,7 @@ class FlashAttentionOp final : public Op {
     }
     const Shape o{B, H, L, in[2].size(3)};
     std::vector<TensorMeta> out;
-    out.push_back({.sizes = o, .strides = bshd_strides(o), .offset = 0, .dtype = q.dtype(), .device = q.device()});
+    out.push_back(bshd_meta(o, q.dtype(), q.device()));
     out.push_back(contiguous_meta({B, H, L, 1}, kFloat32, q.device()));
     // cuDNN's Philox seed and offset, which the backward reads to drop what the forward dropped.
     out.push_back(contiguous_meta({p_.dropout_p > 0.0 ? 2 : 0}, kInt64, q.device()));
@@ -178,9 +178,7 @@ class FlashAttentionBackwardOp final : public Op {
       return {contiguous_meta({q.size(0), q.size(2), 3 * q.size(1) * q.size(3)}, q.dtype(), q.device())};
     }
     std::vector<TensorMeta> out;
-    for (size_t i = 0; i < 3; ++i)
-      out.push_back({.sizes = in[i].sizes(), .strides = bshd_strides(in[i].sizes()), .offset = 0,
-                     .dtype = q.dtype(), .device = q.device()});
+    for (size_t i = 0; i < 3; ++i) out.push_back(bshd_meta(in[i].sizes(), q.dtype(), q.device()));
     return out;
   }
   void eval(const TensorList& in, TensorList& out) const override {
@@ -300,12 +298,8 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   return dispatch(op, std::move(in))[0];
 }
 
-std::string fused_attention_blocker(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                                    double dropout_p, bool is_causal, double scale) {
+std::string attention_operands_blocker(const Tensor& q, const Tensor& k, const Tensor& v) {
   std::ostringstream why;
-  if (!q.device().is_cuda()) return "it runs on CUDA tensors, got the query on " + q.device().str();
-  if (!is_low_precision(q.dtype()))
-    return std::string("it takes float16 or bfloat16 operands, got ") + std::string(dtype_name(q.dtype()));
   if (k.dtype() != q.dtype() || v.dtype() != q.dtype() || k.device() != q.device() || v.device() != q.device())
     return "query, key and value differ in dtype or device";
   if ((q.dim() != 3 && q.dim() != 4) || k.dim() != q.dim() || v.dim() != q.dim()) {
@@ -319,6 +313,16 @@ std::string fused_attention_blocker(const Tensor& q, const Tensor& k, const Tens
           << shape_str(k.sizes()) << " and " << shape_str(v.sizes());
       return why.str();
     }
+  return {};
+}
+
+std::string fused_attention_blocker(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                    double dropout_p, bool is_causal, double scale) {
+  std::ostringstream why;
+  if (!q.device().is_cuda()) return "it runs on CUDA tensors, got the query on " + q.device().str();
+  if (!is_low_precision(q.dtype()))
+    return std::string("it takes float16 or bfloat16 operands, got ") + std::string(dtype_name(q.dtype()));
+  if (std::string why_not = attention_operands_blocker(q, k, v); !why_not.empty()) return why_not;
   const int64_t D = q.size(-1), Dv = v.size(-1), L = q.size(-2), S = k.size(-2);
   if (D % kAlign != 0 || Dv % kAlign != 0 || D > kMaxHeadDim || Dv > kMaxHeadDim) {
     why << "head dims must be multiples of " << kAlign << " up to " << kMaxHeadDim << ", got " << D << " and " << Dv;

@@ -33,6 +33,11 @@ class SdpaKernelGuard {
   SdpaKernel previous_;
 };
 
+// Why query, key and value cannot go to an attention kernel as one problem, or an empty string when
+// they can: one dtype on one device, 3 or 4 dims alike, equal leading (batch) dims. Both kernel
+// families' blockers start from it.
+std::string attention_operands_blocker(const Tensor& q, const Tensor& k, const Tensor& v);
+
 // Why the fused kernel cannot take scaled_dot_product_attention's operands (after autocast), or an
 // empty string when it can: CUDA, float16/bfloat16 q/k/v of 3 or 4 dims sharing their leading
 // dims, head dims multiples of 8 up to 128, and a mask (bool or additive, of no gradient) that

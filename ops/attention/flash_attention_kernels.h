@@ -27,6 +27,11 @@ inline Shape bshd_strides(const Shape& sizes) {
   return {T * H * D, D, H * D, 1};
 }
 
+// The metadata of a [B, H, T, D] tensor laid out as [B, T, H, D] (bshd_strides).
+inline TensorMeta bshd_meta(const Shape& sizes, DType dtype, Device device) {
+  return {.sizes = sizes, .strides = bshd_strides(sizes), .offset = 0, .dtype = dtype, .device = device};
+}
+
 #ifdef TG_WITH_CUDA
 namespace cuda {
 

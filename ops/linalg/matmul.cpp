@@ -35,7 +35,7 @@ class MmOp final : public Op {
     const Device dev = check_mm("mm", in[0], in[1]);
     DType dtype = in[0].dtype();
     if (out_dtype_ && *out_dtype_ != dtype) {
-      TG_CHECK(*out_dtype_ == kFloat32 && (dtype == kFloat16 || dtype == kBFloat16), "[mm] out_dtype ",
+      TG_CHECK(*out_dtype_ == kFloat32 && is_low_precision(dtype), "[mm] out_dtype ",
                dtype_name(*out_dtype_), " is for float16 or bfloat16 operands with a float32 result, got operands of ",
                dtype_name(dtype));
       dtype = kFloat32;
