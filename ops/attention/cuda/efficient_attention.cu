@@ -17,6 +17,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/core/cuda/lane_reduce.cuh"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/device_guard.h"
 
@@ -53,18 +54,6 @@ struct Problem {
     return row < L && key < S && (!causal || key <= row);
   }
 };
-
-template <typename T>
-__device__ __forceinline__ T half_warp_max(T v) {
-  for (int o = 8; o > 0; o /= 2) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-template <typename T>
-__device__ __forceinline__ T half_warp_sum(T v) {
-  for (int o = 8; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // Rows r0 .. r0 + kB - 1 of x(b, h) into dst [kB][kD + 1]: columns past `width` and rows past `rows`
 // as zeros.
@@ -143,7 +132,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(Problem<T> p, Heads<T
         s[i][j] = p.attends(row, k0 + tx + 16 * j) ? s[i][j] * p.scale : kNegInf;
         tile_max = max(tile_max, s[i][j]);
       }
-      const T m_new = max(m[i], half_warp_max(tile_max));
+      const T m_new = max(m[i], lanes_max<16>(tile_max));
       // A row with no key yet keeps m = -inf; its weights are exp(-inf) = 0.
       const T shift = m_new == kNegInf ? T(0) : m_new;
       const T rescale = exp(m[i] - shift);
@@ -154,7 +143,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(Problem<T> p, Heads<T
         ps[(ty + 16 * i) * kS + tx + 16 * j] = w;
         sum += w;
       }
-      l[i] = l[i] * rescale + half_warp_sum(sum);
+      l[i] = l[i] * rescale + lanes_sum<16>(sum);
 #pragma unroll
       for (int j = 0; j < kJ; ++j) acc[i][j] *= rescale;
       m[i] = m_new;
@@ -197,7 +186,7 @@ __global__ void delta_kernel(Heads<const T> o, Heads<const T> dout, T* delta, in
   const T* g = dout.row(b, h, t);
   T sum = T(0);
   for (int64_t d = lane; d < Dv; d += 32) sum += a[d] * g[d];
-  for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  sum = lanes_sum(sum);
   if (lane == 0) delta[row] = sum;
 }
 

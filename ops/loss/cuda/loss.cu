@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "ops/factory/factory.h"
+#include "ops/core/cuda/lane_reduce.cuh"
 #include "ops/norm/cuda/softmax.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/device_error.h"
@@ -117,17 +118,6 @@ __global__ void nll_backward_kernel(const T* grad, int64_t grad_stride, const T*
   }
 }
 
-template <typename T>
-__device__ __forceinline__ T warp_max(T v) {
-  for (int o = 16; o > 0; o /= 2) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-template <typename T>
-__device__ __forceinline__ T warp_sum(T v) {
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // One warp per sample, many blocks: the row's max and log-sum-exp, its log-probabilities written
 // out, and (lane 0) its -log p[target] into row_loss[n].
@@ -139,10 +129,10 @@ __global__ void cross_entropy_rows_kernel(const T* x, NllLayout l, T* logp, T* r
   const T* row = x + n * l.row_stride;
   T m = -std::numeric_limits<T>::infinity();
   for (int64_t c = lane; c < l.classes; c += 32) m = max(m, row[c * l.class_stride]);
-  m = warp_max(m);
+  m = lanes_max(m);
   T s = 0;
   for (int64_t c = lane; c < l.classes; c += 32) s += exp(row[c * l.class_stride] - m);
-  const T lse = m + log(warp_sum(s));
+  const T lse = m + log(lanes_sum(s));
   T* dst = logp + n * l.classes;
   for (int64_t c = lane; c < l.classes; c += 32) dst[c] = row[c * l.class_stride] - lse;
   if (lane == 0) {
