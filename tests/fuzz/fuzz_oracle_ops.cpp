@@ -10,6 +10,7 @@
 #include "fuzz/fuzz_ops.h"
 #include "ops/attention/efficient_attention.h"
 #include "ops/attention/flash_attention.h"
+#include "ops/core/autocast.h"
 
 namespace tg::fuzz {
 namespace {
@@ -287,8 +288,8 @@ void add_oracle_ops(std::vector<FuzzOp>& ops) {
                ", " + (a.ints[1] ? "True" : "False") + ", " + mask + ", " + (a.ints[2] == 1 ? "True" : "False") + ")";
       }));
   // softmax(x x^T / sqrt(E) + mask) x over x [..., L, E]: causal, an additive float mask, or none.
-  // Unmasked float32/float64 CUDA operands run the memory-efficient kernels at any size (kAuto
-  // would compose the small heads the fuzzer draws).
+  // Unmasked float32/float64 CUDA operands outside autocast run the memory-efficient kernels at any
+  // size (kAuto would compose the small heads the fuzzer draws); autocast's 16-bit operands keep kAuto.
   FuzzOp sdpa{"sdpa", 1, false,
               [](Rng& rng, const TensorList& x, Attrs& a) {
                 if (!floating(x[0]) || x[0].dim() < 2 || x[0].dim() > 4) return false;
@@ -303,7 +304,8 @@ void add_oracle_ops(std::vector<FuzzOp>& ops) {
                 Tensor mask;
                 if (a.ints[0] == 2) mask = from_vector(a.reals, {L, L}, {.dtype = x[0].dtype(), .device = x[0].device()});
                 std::optional<SdpaKernelGuard> kernels;
-                if (efficient_attention_blocker(x[0], x[0], x[0], mask, 0.0).empty()) kernels.emplace(SdpaKernel::kFused);
+                if (!autocast::active_for(x[0]) && efficient_attention_blocker(x[0], x[0], x[0], mask, 0.0).empty())
+                  kernels.emplace(SdpaKernel::kFused);
                 return scaled_dot_product_attention(x[0], x[0], x[0], mask, 0.0, a.ints[0] == 1);
               },
               [](const Names& n, const Attrs& a) {
