@@ -1,9 +1,9 @@
 // Sums down the columns of a row-major [rows, cols] matrix: the bias-gradient shape, shared by
-// sum's column kernel and the fused ReLU backward. A 1024-thread block takes 32 adjacent columns
-// (one warp reads a row segment coalesced) over a chunk of rows; when the column tiles alone are
-// too few blocks to fill the device, the rows are cut into chunks whose partial sums a second pass
-// adds. Every partial is summed in a fixed order and the chunking depends only on the shape, so
-// every run gives the same sums.
+// sum's column kernel and the fused ReLU and GELU backwards. A 1024-thread block takes 32 adjacent
+// columns (one warp reads a row segment coalesced) over a chunk of rows. A small matrix is one
+// chunk (one launch); a larger one is cut into chunks of rows until there are enough blocks to fill
+// the device about twice, and a second pass adds the chunks' partial sums. Every partial is summed
+// in a fixed order and the chunking depends only on the shape, so every run gives the same sums.
 #pragma once
 
 #include <algorithm>
@@ -18,7 +18,10 @@ namespace tg::cuda {
 
 inline constexpr int kSumColumns = 32;    // columns per block: one warp reads a row segment coalesced
 inline constexpr int kSumRowGroups = 32;  // threads down each column
-inline constexpr int64_t kSumTargetBlocks = 512;  // enough blocks to fill a large GPU a few times over
+inline constexpr int64_t kSumTargetBlocks = 512;  // about two waves of 1024-thread blocks on a large GPU
+// Matrices of at most this many elements are summed in one pass: at that size the second launch
+// costs more than the parallelism it buys.
+inline constexpr int64_t kSumOnePassElements = int64_t{1} << 18;
 
 // How the rows of a column sum are cut: `chunks` chunks of `chunk_rows` rows (the last shorter).
 struct ColumnSumChunks {
@@ -26,12 +29,13 @@ struct ColumnSumChunks {
   int64_t chunk_rows = 0;
 };
 
-// The chunking of a [rows, cols] column sum whose blocks take `tile` columns each: one chunk when
-// the column tiles fill the device, else chunks of at least 4 rows per thread.
+// The chunking of a [rows, cols] column sum whose blocks take `tile` columns each: one chunk for a
+// small matrix or when the column tiles fill the device, else chunks of at least one row per thread.
 inline ColumnSumChunks column_sum_chunks(int64_t rows, int64_t cols, int64_t tile = kSumColumns) {
+  if (rows * cols <= kSumOnePassElements) return {1, std::max<int64_t>(rows, 1)};
   const int64_t tiles = std::max<int64_t>(1, (cols + tile - 1) / tile);
   const int64_t by_device = (kSumTargetBlocks + tiles - 1) / tiles;
-  const int64_t by_rows = std::max<int64_t>(1, rows / (8 * kSumRowGroups));
+  const int64_t by_rows = std::max<int64_t>(1, rows / kSumRowGroups);
   const int64_t want = std::max<int64_t>(1, std::min(by_device, by_rows));
   const int64_t chunk_rows = (rows + want - 1) / want;
   return {(rows + chunk_rows - 1) / std::max<int64_t>(chunk_rows, 1), std::max<int64_t>(chunk_rows, 1)};
@@ -49,8 +53,10 @@ __device__ void sum_block_columns(int64_t rows, int64_t cols, int64_t chunk_rows
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * chunk_rows;
   const int64_t r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
   Acc sum = 0;
-  if (j < cols)
+  if (j < cols) {
+#pragma unroll 4
     for (int64_t i = r0 + threadIdx.y; i < r1; i += kSumRowGroups) sum += element(i * cols + j);
+  }
   sums[threadIdx.y][threadIdx.x] = sum;
   __syncthreads();
   if (threadIdx.y == 0 && j < cols) {
@@ -73,6 +79,7 @@ __device__ void sum_block_column_packs(int64_t rows, int64_t cols, int64_t chunk
   const int64_t r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
   Acc sum[VEC] = {};
   if (j0 < cols) {
+#pragma unroll 4
     for (int64_t i = r0 + threadIdx.y; i < r1; i += kSumRowGroups) {
       Acc v[VEC];
       pack(i * cols + j0, v);
