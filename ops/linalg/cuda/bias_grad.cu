@@ -10,12 +10,6 @@
 namespace tg::cuda {
 namespace {
 
-// The ReLU's gradient from its output: g where y > 0, else 0.
-template <typename T>
-struct ReluBackwardFromOutput {
-  __device__ T operator()(T g, T y) const { return y > T(0) ? g : T(0); }
-};
-
 // h = grad(g, a) elementwise (a: the activation's saved input or output) and the column sums of h as
 // rounded to T. VEC > 1: rows of 16-byte aligned vectors, VEC adjacent columns per thread (the same
 // rows per column, in the same order, as VEC = 1: the same sums).
@@ -85,7 +79,8 @@ void gelu_tanh_backward_bias_grad(const Tensor& g, const Tensor& x, Tensor& h, T
 }
 
 void relu_backward_bias_grad(const Tensor& g, const Tensor& y, Tensor& h, Tensor& db) {
-  activation_backward_bias_grad<ReluBackwardFromOutput>("relu_backward_bias_grad", g, y, h, db);
+  // threshold_backward's functor (g where the ReLU's output y > 0): the same bits.
+  activation_backward_bias_grad<ew::ThresholdBackwardFn>("relu_backward_bias_grad", g, y, h, db);
 }
 
 }  // namespace tg::cuda
