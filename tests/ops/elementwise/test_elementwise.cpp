@@ -215,6 +215,24 @@ TEST(ElementwiseValues, ComparisonsEveryDtype) {
   expect_values(ne(make({kNaN}), make({kNaN})), {1});
 }
 
+// gt and ge run as lt and le of the swapped operands: NaN, broadcasting, mixed dtypes and a host
+// value on either side give what the comparison itself does.
+TEST(ElementwiseValues, GreaterRunsAsMirroredLess) {
+  const Tensor a = make({1.0, kNaN, 3.0, -0.0}, kFloat64);
+  const Tensor b = make({2.0, 1.0, kNaN, 0.0}, kFloat32);
+  expect_values(gt(a, b), {0, 0, 0, 0});
+  expect_values(ge(a, b), {0, 0, 0, 1});
+  expect_values(gt(b, a), {1, 0, 0, 0});
+  expect_values(ge(b, a), {1, 0, 0, 1});
+  const Tensor column = make({1, 2, 3}, kInt32).view({3, 1});
+  const Tensor row = make({2, 2}, kInt64).view({1, 2});
+  expect_values(gt(column, row), {0, 0, 0, 0, 1, 1});
+  expect_values(ge(row, column), {1, 1, 1, 1, 0, 0});
+  expect_values(a.gt(1.5), {0, 0, 1, 0});
+  expect_values(a.ge(3), {0, 0, 1, 0});
+  expect_values(gt(make({2.0}, kFloat64).view({}), b), {0, 1, 0, 1});
+}
+
 TEST(ElementwiseValues, WherePromotesAndBroadcasts) {
   const Tensor c = make({1, 0, 1}, kBool);
   Tensor r = where(c, make({1, 2, 3}, kInt32), make({0.5}, kFloat32));
