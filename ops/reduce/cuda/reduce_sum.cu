@@ -38,14 +38,12 @@ bool is_column_sum(const ReducePlan& p) {
          p.n_out >= kSumColumns && p.n_red >= kSumRowGroups;
 }
 
-}  // namespace
-
-void sum_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean) {
-  if (!is_floating(out.dtype())) return detail::sum_reduce_integer(x, plan, out, mean);
+// sum_reduce of the floating dtypes; `columns` lets a column sum take its own kernel.
+void sum_reduce_floating(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean, bool columns) {
   TG_DISPATCH_FLOATING(out.dtype(), mean ? "mean" : "sum", [&] {
     using acc_t = acc_type<scalar_t>;  // 16-bit floats sum in float
     const detail::ValueStore<scalar_t> store{out.data_ptr<scalar_t>(), static_cast<acc_t>(plan.n_red), mean};
-    if (is_column_sum(plan)) {
+    if (columns && is_column_sum(plan)) {
       const scalar_t* src = x.data_ptr<scalar_t>();
       // Rows of 16-byte aligned vectors: each thread reads 16 bytes (at most 8 columns) at a time.
       constexpr int kVec = std::min<int>(8, static_cast<int>(16 / sizeof(scalar_t)));
@@ -67,6 +65,18 @@ void sum_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean)
     detail::reduce(plan, acc_t(0), detail::ValueLoad<scalar_t>{x.data_ptr<scalar_t>()}, SumCombine{}, store,
                    x.device());
   });
+}
+
+}  // namespace
+
+void sum_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean) {
+  if (!is_floating(out.dtype())) return detail::sum_reduce_integer(x, plan, out, mean);
+  sum_reduce_floating(x, plan, out, mean, true);
+}
+
+void sum_reduce_engine(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean) {
+  TG_CHECK(is_floating(out.dtype()), "[sum] sum_reduce_engine takes floating dtypes, got ", dtype_name(out.dtype()));
+  sum_reduce_floating(x, plan, out, mean, false);
 }
 
 }  // namespace tg::cuda
