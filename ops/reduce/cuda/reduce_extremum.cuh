@@ -7,7 +7,7 @@
 #include "ops/core/dispatch_groups.h"
 #include "ops/reduce/cuda/reduce.h"
 #include "ops/reduce/cuda/reduce_access.cuh"
-#include "ops/reduce/cuda/reduce_engine.cuh"
+#include "ops/reduce/cuda/reduce_device_wide.cuh"
 #include "ops/reduce/reduce_functors.h"
 
 namespace tg::cuda::detail {

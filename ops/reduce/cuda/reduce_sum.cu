@@ -7,7 +7,7 @@
 #include "ops/reduce/cuda/column_sum.cuh"
 #include "ops/reduce/cuda/reduce.h"
 #include "ops/reduce/cuda/reduce_access.cuh"
-#include "ops/reduce/cuda/reduce_engine.cuh"
+#include "ops/reduce/cuda/reduce_device_wide.cuh"
 #include "ops/reduce/cuda/reduce_sum_integer.h"
 #include "ops/reduce/reduce_functors.h"
 
