@@ -1,14 +1,13 @@
-// CUDA launchers for sum and mean on top of the reduction engine: the floating dtypes here, the
-// integers in reduce_sum_integer.cu (so that no one file compiles every dtype's kernels).
+// CUDA launchers for sum and mean on top of the reduction engine, and their instances.
 #include <algorithm>
 #include <cstdint>
 
 #include "ops/core/cuda/aligned_vector.cuh"
+#include "ops/core/dispatch_groups.h"
 #include "ops/reduce/cuda/column_sum.cuh"
 #include "ops/reduce/cuda/reduce.h"
 #include "ops/reduce/cuda/reduce_access.cuh"
 #include "ops/reduce/cuda/reduce_device_wide.cuh"
-#include "ops/reduce/cuda/reduce_sum_integer.h"
 #include "ops/reduce/reduce_functors.h"
 
 namespace tg::cuda {
@@ -36,6 +35,15 @@ __global__ void column_sum_vector_kernel(const T* __restrict__ x, int64_t rows, 
 bool is_column_sum(const ReducePlan& p) {
   return p.kept.ndim == 1 && p.kept.strides[0] == 1 && p.reduced.ndim == 1 && p.reduced.strides[0] == p.n_out &&
          p.n_out >= kSumColumns && p.n_red >= kSumRowGroups;
+}
+
+// sum_reduce for int32 and int64 x and out: the reduction engine.
+void sum_reduce_integer(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean) {
+  TG_DISPATCH_INTEGER(out.dtype(), mean ? "mean" : "sum", [&] {
+    const detail::ValueStore<scalar_t> store{out.data_ptr<scalar_t>(), static_cast<scalar_t>(plan.n_red), mean};
+    detail::reduce(plan, scalar_t(0), detail::ValueLoad<scalar_t>{x.data_ptr<scalar_t>()}, SumCombine{}, store,
+                   x.device());
+  });
 }
 
 // sum_reduce of the floating dtypes; `columns` lets a column sum take its own kernel.
@@ -70,7 +78,7 @@ void sum_reduce_floating(const Tensor& x, const ReducePlan& plan, Tensor& out, b
 }  // namespace
 
 void sum_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean) {
-  if (!is_floating(out.dtype())) return detail::sum_reduce_integer(x, plan, out, mean);
+  if (!is_floating(out.dtype())) return sum_reduce_integer(x, plan, out, mean);
   sum_reduce_floating(x, plan, out, mean, true);
 }
 
