@@ -1,6 +1,5 @@
-// The CUDA kernels of softmax, log_softmax and their backward (one file per mode instantiates
-// them: softmax_forward.cu, log_softmax_forward.cu, softmax_backward.cu, log_softmax_backward.cu):
-// one launch per call in general.
+// The CUDA kernels of softmax, log_softmax and their backward (softmax_forward.cu and
+// softmax_backward.cu instantiate them): one launch per call in general.
 // Rows along the softmax dim are reduced by a warp (short rows) or a block (long rows) with CUB's
 // warp/block reductions, or by one thread each when the dim is not innermost and rows are many
 // (neighbouring rows are then neighbours in memory, so the threads of a warp read coalesced).
@@ -251,7 +250,7 @@ void launch(const RowArgs<T>& args, const Tensor& a, int64_t dim) {
   TG_CUDA_CHECK_LAUNCH();
 }
 
-// Runs softmax_rows for mode M (each file instantiates its own mode).
+// Runs softmax_rows for mode M (each file instantiates its own modes).
 template <SoftmaxMode M>
 void rows(const Tensor& a, const Tensor& b, int64_t dim, Tensor& out) {
   TG_DISPATCH_FLOAT_DOUBLE(a.dtype(), "softmax", [&] {
