@@ -190,6 +190,43 @@ TEST(ElementwiseValues, Clamp) {
   EXPECT_THROW_MSG(clamp(x, std::nullopt, std::nullopt), "at least one of 'min' or 'max' must not be None");
 }
 
+// ---- mixed dtypes ------------------------------------------------------------------------------
+
+// Bit-for-bit equal values of one dtype.
+void expect_same(const Tensor& got, const Tensor& want) {
+  ASSERT_EQ(got.dtype(), want.dtype());
+  ASSERT_EQ(got.sizes(), want.sizes());
+  EXPECT_EQ(vals(got), vals(want));
+}
+
+// Operands of other dtypes than the computation's are converted a chunk at a time on the CPU:
+// lengths across chunk boundaries, strided operands and outputs, and narrowing in-place writes
+// give what explicit casts followed by the typed op give.
+TEST(ElementwiseMixedDtypes, ChunkedConversionsMatchExplicitCasts) {
+  const Tensor ints = arange(1000, {.dtype = kInt32}) - 500;
+  const Tensor floats = testing::random_tensor({2000}, kFloat32, false, -4.0, 4.0).slice(0, 0, std::nullopt, 2);
+  expect_same(add(ints, floats), add(ints.to(kFloat32), floats.contiguous()));
+  expect_same(mul(floats, ints), mul(floats.contiguous(), ints.to(kFloat32)));
+  const Tensor longs = abs(ints.to(kInt64));
+  expect_same(sqrt(longs), sqrt(longs.to(kFloat32)));
+  const Tensor cond = gt(testing::random_tensor({777}), 0.0);
+  const Tensor low = testing::random_tensor({777}, kBFloat16);
+  const Tensor wide = testing::random_tensor({777}, kFloat32);
+  expect_same(where(cond, low, wide), where(cond, low.to(kFloat32), wide));
+  const Tensor halves = testing::random_tensor({515}, kBFloat16);
+  const Tensor factors = testing::random_tensor({515}, kFloat32);
+  Tensor target = halves.clone();
+  target.mul_(factors);
+  expect_same(target, (halves.to(kFloat32) * factors).to(kBFloat16));
+  const Tensor column = arange(300, {.dtype = kInt64}).view({300, 1});
+  const Tensor row = testing::random_tensor({1, 3}, kFloat64, false, 0.0, 300.0);
+  expect_same(lt(column, row), lt(column.to(kFloat64), row));
+  const Tensor strided_out = zeros({600}, {.dtype = kFloat64}).slice(0, 0, std::nullopt, 2);
+  Tensor view = strided_out;
+  view.add_(ints.slice(0, 0, 300));
+  expect_same(strided_out, ints.slice(0, 0, 300).to(kFloat64));
+}
+
 // ---- comparisons and where -------------------------------------------------------------------
 
 TEST(ElementwiseValues, ComparisonsEveryDtype) {
