@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <iterator>
+#include <utility>
 
 #include "ops/core/dispatch.h"
 #include "ops/elementwise/cpu/elementwise.h"
@@ -85,16 +86,29 @@ class CompareOp final : public Op {
   std::string attrs() const override { return has_scalar_ ? "other=" + scalar_str(scalar_) : std::string(); }
 
  private:
-  void run(DType compute, const EwParams& p, const TensorIter& it, const Tensor& out) const {
+  void run(DType compute, EwParams p, TensorIter it, const Tensor& out) const {
+    const CompareKind kind = mirrored(kind_);
+    if (kind != kind_) swap_operands(p, it);
 #ifdef TG_WITH_CUDA
     if (out.is_cuda()) {
-      cuda::launch_compare(kind_, compute, p, it);
+      cuda::launch_compare(kind, compute, p, it);
       return;
     }
 #else
     (void)out;
 #endif
-    cpu::launch_compare(kind_, compute, p, it);
+    cpu::launch_compare(kind, compute, p, it);
+  }
+
+  // Swaps the two compared operands: the host value's side, or the iteration's two inputs.
+  static void swap_operands(EwParams& p, TensorIter& it) {
+    if (p.side != ScalarSide::None) {
+      p.side = p.side == ScalarSide::Right ? ScalarSide::Left : ScalarSide::Right;
+      return;
+    }
+    std::swap(it.data[1], it.data[2]);
+    std::swap(it.dtypes[1], it.dtypes[2]);
+    std::swap(it.strides[1], it.strides[2]);
   }
 
   CompareKind kind_;

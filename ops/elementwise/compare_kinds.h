@@ -36,4 +36,12 @@ static_assert(std::size(kCompareInfo) == kCompareKinds, "one CompareInfo per Com
 // The row of kind k.
 constexpr const CompareInfo& compare_info(CompareKind k) { return kCompareInfo[static_cast<int>(k)]; }
 
+// The kind that computes k with its two operands swapped: gt and ge run as lt and le (a > b is
+// b < a, false for NaN either way), so the backends compile the kernels of lt and le only.
+constexpr CompareKind mirrored(CompareKind k) {
+  return k == CompareKind::Gt ? CompareKind::Lt : k == CompareKind::Ge ? CompareKind::Le : k;
+}
+// True for the kinds launched as their mirror (no kernels of their own).
+constexpr bool runs_mirrored(CompareKind k) { return mirrored(k) != k; }
+
 }  // namespace tg

@@ -100,13 +100,14 @@ void visit_unary(UnaryKind kind, DType t, const EwParams& p, Launch&& launch) {
   TG_FAIL("[elementwise] unary kind ", static_cast<int>(kind), " is not instantiated here");
 }
 
-// Comparisons of operands promoted to `t`.
+// Comparisons of operands promoted to `t`. gt and ge have no functors here: callers launch them
+// as lt and le of the swapped operands (runs_mirrored).
 template <typename Keep = EveryKind, typename Launch>
 void visit_compare(CompareKind kind, DType t, const EwParams& p, Launch&& launch) {
   switch (kind) {
 #define TG_EW_CASE(K, NAME, FN)                                                                \
   case CompareKind::K:                                                                        \
-    if constexpr (Keep::template keep<CompareKind::K>) {                                      \
+    if constexpr (Keep::template keep<CompareKind::K> && !runs_mirrored(CompareKind::K)) {    \
       return TG_DISPATCH_ALL(t, NAME, [&] { launch_bound(FN<scalar_t>{}, p, launch); });      \
     }                                                                                         \
     break;

@@ -1,8 +1,9 @@
 // How the kernels of the elementwise families are spread over source files. Every (kind, dtype)
 // pair instantiates several kernels on each backend, and one file per family took up to two
-// minutes to compile, so each family is cut into units of a few kinds: one file per unit and
-// backend instantiates only its own kinds (ew::visit_* with the unit's KindsOf filter), and the
-// backend's launcher routes a kind to its unit with for_unit.
+// minutes to compile, so each family is cut into units of a few kinds: each unit's kinds are
+// instantiated in one file per backend (ew::visit_* with the unit's KindsOf filter; a CUDA file may
+// hold two small units, which share the time its headers take), and the backend's launcher routes
+// a kind to its unit with for_unit.
 #pragma once
 
 #include <cstdint>

@@ -5,6 +5,8 @@
 // in-place write into a narrower dtype.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <tuple>
 #include <utility>
 
@@ -83,12 +85,44 @@ void strided_run(char* const* data, const int64_t* s, int64_t n, const F& f, std
   }
 }
 
+// Elements per chunk of the converting path.
+inline constexpr int64_t kConvertChunk = 256;
+
+// dst[k] = element k of the span at p (dtype d, s bytes apart) converted to T, as ew::load_as
+// converts it. Shared by every functor reading a T, unlike a loop with the conversion inside.
+template <typename T>
+[[gnu::noinline]] void load_span(const char* p, int64_t s, DType d, int64_t n, T* dst) {
+  TG_DISPATCH_ALL(d, "elementwise", [&] {
+    for (int64_t k = 0; k < n; ++k) dst[k] = static_cast<T>(*reinterpret_cast<const scalar_t*>(p + k * s));
+  });
+}
+
+// Element k of the span at p (dtype d, s bytes apart) = src[k] converted as ew::store_as converts it.
+template <typename T>
+[[gnu::noinline]] void store_span(const T* src, int64_t n, char* p, int64_t s, DType d) {
+  TG_DISPATCH_ALL(d, "elementwise", [&] {
+    for (int64_t k = 0; k < n; ++k) *reinterpret_cast<scalar_t*>(p + k * s) = static_cast<scalar_t>(src[k]);
+  });
+}
+
+// The mixed-dtype path, a chunk at a time: each operand's chunk converted into a typed buffer,
+// the functor's typed strided loop over the buffers, the results converted into the output. Every
+// element goes through the same conversions and the same call of f as element by element (never
+// the span kernels), so the values are those of a per-element loop. The conversion loops are
+// shared by every functor of a file: a conversion switch inside each functor's loop took most of
+// the CPU units' compile time.
 template <typename F, size_t... I>
 void converting_run(char* const* data, const int64_t* s, const DType* dt, int64_t n, const F& f,
-                    std::index_sequence<I...>) {
-  for (int64_t i = 0; i < n; ++i) {
-    ew::store_as<Res<F>>(data[0] + i * s[0], dt[0],
-                         f(ew::load_as<Arg<F, I>>(data[I + 1] + i * s[I + 1], dt[I + 1])...));
+                    std::index_sequence<I...> seq) {
+  std::tuple<std::array<Arg<F, I>, kConvertChunk>...> in;
+  std::array<Res<F>, kConvertChunk> out;
+  char* const buffers[] = {reinterpret_cast<char*>(out.data()), reinterpret_cast<char*>(std::get<I>(in).data())...};
+  const int64_t strides[] = {static_cast<int64_t>(sizeof(Res<F>)), static_cast<int64_t>(sizeof(Arg<F, I>))...};
+  for (int64_t lo = 0; lo < n; lo += kConvertChunk) {
+    const int64_t m = std::min(kConvertChunk, n - lo);
+    (load_span(data[I + 1] + lo * s[I + 1], s[I + 1], dt[I + 1], m, std::get<I>(in).data()), ...);
+    strided_run(buffers, strides, m, f, seq);
+    store_span(out.data(), m, data[0] + lo * s[0], s[0], dt[0]);
   }
 }
 

@@ -1,6 +1,6 @@
 // CUDA launchers of the elementwise op families. Each family's kernels are instantiated in the
-// files of its units (ops/elementwise/kernel_units.h): binary_*.cu, unary_*.cu and compare_*.cu
-// beside this header; conversions, fills and where() in copy.cu. Every operand of the TensorIter
+// files of its units (ops/elementwise/kernel_units.h; a file may hold two): binary_*.cu, unary_*.cu
+// and compare.cu beside this header; conversions, fills and where() in copy.cu. Every operand of the TensorIter
 // must live on the output's CUDA device; ops turn CPU scalar operands into bound host values
 // (EwParams::side) or stage them before calling these.
 #pragma once
@@ -34,8 +34,6 @@ inline void launch_compare(CompareKind kind, DType compute, const EwParams& p, c
 void launch_where(DType compute, const TensorIter& it);
 // Strided copy converting operand 1's dtype into operand 0's.
 void launch_copy(const TensorIter& it);
-// launch_copy's half for operand 0 of bool or an integer dtype (copy_exact).
-void launch_copy_into_exact(const TensorIter& it);
 // Writes `value` (converted to operand 0's dtype) everywhere.
 void launch_fill(const Scalar& value, const TensorIter& it);
 

@@ -1,8 +1,8 @@
-// layer_norm's register-resident kernels, shared by plain layer_norm (row_norm_vectorized.cu) and
-// add_layer_norm (add_row_norm.cu). A warp takes a row of up to 1024 elements as 4-element vectors,
-// kVecs of them per lane, and holds it in registers between the passes that the general kernels
-// (row_norm.cu) make over memory. The numerics are theirs: float32 statistics, the mean summed
-// shifted by the row's first value, w*gy rounded before it is both summed and subtracted.
+// layer_norm's register-resident kernels, shared by plain layer_norm and add_layer_norm (both
+// launched from row_norm_vectorized.cu). A warp takes a row of up to 1024 elements as 4-element
+// vectors, kVecs of them per lane, and holds it in registers between the passes that the general
+// kernels (row_norm.cu) make over memory. The numerics are theirs: float32 statistics, the mean
+// summed shifted by the row's first value, w*gy rounded before it is both summed and subtracted.
 //
 // The add_layer_norm forms only add operands: the forward first forms s = x + u rounded to T (what
 // a separate add writes), and the backward reads gy in its own dtype G, adds a gradient `acc`

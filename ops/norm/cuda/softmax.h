@@ -8,8 +8,8 @@
 
 namespace tg::cuda {
 
-// Each mode's kernels are instantiated in a file of their own: softmax_forward.cu,
-// log_softmax_forward.cu, softmax_backward.cu and log_softmax_backward.cu.
+// The forward modes' kernels are instantiated in softmax_forward.cu, the backward ones' in
+// softmax_backward.cu.
 void softmax_forward_rows(const Tensor& a, int64_t dim, Tensor& out);
 void log_softmax_forward_rows(const Tensor& a, int64_t dim, Tensor& out);
 void softmax_backward_rows(const Tensor& a, const Tensor& b, int64_t dim, Tensor& out);

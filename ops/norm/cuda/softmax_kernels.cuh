@@ -1,6 +1,5 @@
-// The CUDA kernels of softmax, log_softmax and their backward (one file per mode instantiates
-// them: softmax_forward.cu, log_softmax_forward.cu, softmax_backward.cu, log_softmax_backward.cu):
-// one launch per call in general.
+// The CUDA kernels of softmax, log_softmax and their backward (softmax_forward.cu and
+// softmax_backward.cu instantiate them): one launch per call in general.
 // Rows along the softmax dim are reduced by a warp (short rows) or a block (long rows) with CUB's
 // warp/block reductions, or by one thread each when the dim is not innermost and rows are many
 // (neighbouring rows are then neighbours in memory, so the threads of a warp read coalesced).
@@ -16,6 +15,8 @@
 
 #include <vector>
 
+#include "ops/factory/factory.h"
+#include "ops/reduce/cuda/reduce.h"
 #include "ops/reduce/cuda/reduce_access.cuh"
 #include "ops/reduce/cuda/reduce_engine.cuh"
 #include "ops/reduce/reduce_functors.h"
@@ -196,6 +197,8 @@ inline bool use_engine(const RowGeometry& go, int64_t numel) {
   return go.stride != 1 && go.length > 1 && go.n_rows < 16384 && numel >= (int64_t{1} << 16);
 }
 
+// The row maxima and the plain row sums are amax's and sum's own engine passes (reduce_amax.cu,
+// reduce_sum.cu: the same kernels, so the same values), which these files need not compile.
 template <typename T, SoftmaxMode M>
 void launch_with_engine(const RowArgs<T>& args, const Tensor& a, int64_t dim) {
   const Device device = a.device();
@@ -203,15 +206,14 @@ void launch_with_engine(const RowArgs<T>& args, const Tensor& a, int64_t dim) {
   mask[static_cast<size_t>(dim)] = true;
   const ReducePlan plan = make_reduce_plan(a.sizes(), a.strides(), mask);
   const int64_t rows = plan.n_out;
-  detail::DeviceBuffer<T> sums(rows, device);
-  const detail::ValueStore<T> to_sums{sums.ptr, T(1), false};
-  const T* row_max = nullptr;
-  detail::DeviceBuffer<T> maxes(is_forward(M) ? rows : 0, device);
+  const TensorOptions row_values{.dtype = a.dtype(), .device = device};
+  Tensor sums = empty({std::max<int64_t>(1, rows)}, row_values);
+  const detail::ValueStore<T> to_sums{sums.data_ptr<T>(), T(1), false};
+  Tensor maxes;
   if constexpr (is_forward(M)) {
-    detail::reduce(plan, max_identity<T>(), detail::ValueLoad<T>{args.a}, MaxCombine{},
-                   detail::ValueStore<T>{maxes.ptr, T(1), false}, device);
-    detail::reduce(plan, T(0), ShiftedExpLoad<T>{args.a, maxes.ptr}, SumCombine{}, to_sums, device);
-    row_max = maxes.ptr;
+    maxes = empty({std::max<int64_t>(1, rows)}, row_values);
+    amax_reduce(a, plan, maxes);
+    detail::reduce(plan, T(0), ShiftedExpLoad<T>{args.a, maxes.data_ptr<T>()}, SumCombine{}, to_sums, device);
   } else if constexpr (M == SoftmaxMode::SoftmaxBackward) {
     if (rows == 1) {
       detail::reduce(plan, T(0), ProductLoad<T, SingleRow>{args.a, args.b, {}, args.gb.stride}, SumCombine{}, to_sums,
@@ -221,11 +223,12 @@ void launch_with_engine(const RowArgs<T>& args, const Tensor& a, int64_t dim) {
                      SumCombine{}, to_sums, device);
     }
   } else {
-    detail::reduce(plan, T(0), detail::ValueLoad<T>{args.a}, SumCombine{}, to_sums, device);
+    sum_reduce_engine(a, plan, sums, /*mean=*/false);
   }
   const int64_t numel = a.numel();
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(blocks_for(numel, 256), 1 << 16));
-  write_elements_kernel<T, M><<<blocks, 256, 0, current_stream()>>>(args, row_max, sums.ptr, numel);
+  const T* row_max = maxes.defined() ? maxes.data_ptr<T>() : nullptr;
+  write_elements_kernel<T, M><<<blocks, 256, 0, current_stream()>>>(args, row_max, to_sums.out, numel);
   TG_CUDA_CHECK_LAUNCH();
 }
 
@@ -247,7 +250,7 @@ void launch(const RowArgs<T>& args, const Tensor& a, int64_t dim) {
   TG_CUDA_CHECK_LAUNCH();
 }
 
-// Runs softmax_rows for mode M (each file instantiates its own mode).
+// Runs softmax_rows for mode M (each file instantiates its own modes).
 template <SoftmaxMode M>
 void rows(const Tensor& a, const Tensor& b, int64_t dim, Tensor& out) {
   TG_DISPATCH_FLOAT_DOUBLE(a.dtype(), "softmax", [&] {

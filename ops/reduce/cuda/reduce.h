@@ -11,6 +11,9 @@ namespace tg::cuda {
 
 // out[o] = sum (mean when `mean`) over the plan's reduced elements of x; x and out share a dtype.
 void sum_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean);
+// sum_reduce of a floating dtype through the general engine alone (never the column-sum kernel),
+// for callers whose sums must add in the engine's order whatever the layout: softmax and var.
+void sum_reduce_engine(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean);
 // out[o] = max over the reduced elements, NaN propagating (reduce_amax.cu).
 void amax_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out);
 // out[o] = min over the reduced elements, NaN propagating (reduce_amin.cu).

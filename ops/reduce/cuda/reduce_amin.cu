@@ -1,11 +1,14 @@
-// The CUDA launcher of amin, and its floating instances (ops/reduce/cuda/reduce_extremum.cuh).
+// The CUDA launcher of amin and its instances for every dtype (ops/reduce/cuda/reduce_extremum.cuh).
 #include "ops/reduce/cuda/reduce_extremum.cuh"
 
 namespace tg::cuda {
 
 void amin_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out) {
-  if (!is_floating(x.dtype())) return detail::amin_reduce_exact(x, plan, out);
-  TG_DISPATCH_FLOATING(x.dtype(), "amin", [&] { detail::extremum_reduce<false, scalar_t>(x, plan, out); });
+  if (is_floating(x.dtype())) {
+    TG_DISPATCH_FLOATING(x.dtype(), "amin", [&] { detail::extremum_reduce<false, scalar_t>(x, plan, out); });
+  } else {
+    TG_DISPATCH_EXACT(x.dtype(), "amin", [&] { detail::extremum_reduce<false, scalar_t>(x, plan, out); });
+  }
 }
 
 }  // namespace tg::cuda

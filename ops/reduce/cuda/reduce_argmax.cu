@@ -1,11 +1,14 @@
-// The CUDA launcher of argmax, and its floating instances (ops/reduce/cuda/reduce_argmax.cuh).
+// The CUDA launcher of argmax and its instances for every numeric dtype (ops/reduce/cuda/reduce_argmax.cuh).
 #include "ops/reduce/cuda/reduce_argmax.cuh"
 
 namespace tg::cuda {
 
 void argmax_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out) {
-  if (!is_floating(x.dtype())) return detail::argmax_reduce_integer(x, plan, out);
-  TG_DISPATCH_FLOATING(x.dtype(), "argmax", [&] { detail::argmax_reduce_as<scalar_t>(x, plan, out); });
+  if (is_floating(x.dtype())) {
+    TG_DISPATCH_FLOATING(x.dtype(), "argmax", [&] { detail::argmax_reduce_as<scalar_t>(x, plan, out); });
+  } else {
+    TG_DISPATCH_INTEGER(x.dtype(), "argmax", [&] { detail::argmax_reduce_as<scalar_t>(x, plan, out); });
+  }
 }
 
 }  // namespace tg::cuda

@@ -1,5 +1,4 @@
-// argmax on top of the reduction engine, its instances spread over two files by dtype group:
-// reduce_argmax.cu (the floating dtypes, and the launcher) and reduce_argmax_integer.cu.
+// argmax on top of the reduction engine; reduce_argmax.cu holds its instances.
 #pragma once
 
 #include <cstdint>
@@ -34,8 +33,5 @@ void argmax_reduce_as(const Tensor& x, const ReducePlan& plan, Tensor& out) {
   reduce(plan, init, IndexedLoad<T>{x.data_ptr<T>()}, ArgMaxCombine{}, IndexStore<T>{out.data_ptr<int64_t>()},
          x.device());
 }
-
-// The instances for the integer dtypes (reduce_argmax_integer.cu).
-void argmax_reduce_integer(const Tensor& x, const ReducePlan& plan, Tensor& out);
 
 }  // namespace tg::cuda::detail

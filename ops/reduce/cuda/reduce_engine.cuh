@@ -11,11 +11,11 @@
 //   range split into chunks when there are too few outputs to fill the GPU.
 // Chunked passes write partials that one more pass of the engine combines.
 // Temporary storage comes from the tensor allocator, so graph capture can route it to a private pool.
+// A file that reduces raw values (ValueLoad) also includes reduce_device_wide.cuh, which defines
+// the device-wide path; the other files skip CUB's device-wide headers.
 #pragma once
 
 #include <cub/block/block_reduce.cuh>
-#include <cub/device/device_reduce.cuh>
-#include <thrust/iterator/tabulate_output_iterator.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -40,25 +40,10 @@ struct DeviceBuffer {
   }
 };
 
-// Reads partial results back as the input of a further pass.
-template <typename Acc>
-struct PartialLoad {
-  const Acc* ptr;
-  __host__ __device__ Acc operator()(int64_t off, int64_t, int64_t) const { return ptr[off]; }
-};
-
-// Adapts store(o, acc) to the (index, value) form of thrust's tabulate output iterator.
-template <typename Store>
-struct StoreAt {
-  Store store;
-  template <typename Acc>
-  __host__ __device__ void operator()(int64_t o, Acc acc) const {
-    store(o, acc);
-  }
-};
-
 // Reads x[offset] as its accumulator type (float for 16-bit floats); a contiguous single-output
-// reduction of a type that is its own accumulator hands its pointer straight to CUB.
+// reduction of a type that is its own accumulator hands its pointer straight to CUB. ValueLoad<Acc>
+// also reads partial results back in a further pass: where T is its own accumulator, the passes
+// over partials then share the first pass's kernels.
 template <typename T>
 struct ValueLoad {
   const T* ptr;
@@ -70,15 +55,10 @@ inline constexpr bool kIsValueLoad = false;
 template <typename T>
 inline constexpr bool kIsValueLoad<ValueLoad<T>> = !is_half_v<T>;
 
-// One CUB device-wide reduction of `in` (n items) into store(0, result).
+// One CUB device-wide reduction of `in` (n items) into store(0, result). Defined in
+// reduce_device_wide.cuh, which every file that reduces with a ValueLoad includes.
 template <typename Input, typename Acc, typename Combine, typename Store>
-void device_reduce(Input in, int64_t n, Acc init, Combine combine, Store store, Device device, cudaStream_t stream) {
-  auto out = thrust::make_tabulate_output_iterator(StoreAt<Store>{store});
-  size_t bytes = 0;
-  TG_CUDA_CHECK(cub::DeviceReduce::Reduce(nullptr, bytes, in, out, n, combine, init, stream));
-  DeviceBuffer<char> temp(static_cast<int64_t>(bytes), device);
-  TG_CUDA_CHECK(cub::DeviceReduce::Reduce(temp.ptr, bytes, in, out, n, combine, init, stream));
-}
+void device_reduce(Input in, int64_t n, Acc init, Combine combine, Store store, Device device, cudaStream_t stream);
 
 // Output o (or its chunk's partial) from the chunk [c * chunk_len, ...) of its reduced elements,
 // one block per (output, chunk), threads striding through the chunk and cub::BlockReduce at the end.
@@ -183,7 +163,7 @@ void reduce(const ReducePlan& p, Acc init, Load load, Combine combine, Store sto
     thread_per_output_kernel<Acc><<<grid, kReduceThreads, 0, stream>>>(p, load, combine, init, chunk_len, store,
                                                                         partial.ptr);
     TG_CUDA_CHECK_LAUNCH();
-    reduce<true>(partial_plan(p.n_out, chunks, false), init, PartialLoad<Acc>{partial.ptr}, combine, store, device);
+    reduce<true>(partial_plan(p.n_out, chunks, false), init, ValueLoad<Acc>{partial.ptr}, combine, store, device);
     return;
   }
 
@@ -202,7 +182,7 @@ void reduce(const ReducePlan& p, Acc init, Load load, Combine combine, Store sto
   block_per_output_kernel<Acc><<<blocks, kReduceThreads, 0, stream>>>(p, load, combine, init, chunks, chunk_len,
                                                                        store, partial.ptr);
   TG_CUDA_CHECK_LAUNCH();
-  reduce<true>(partial_plan(p.n_out, chunks, true), init, PartialLoad<Acc>{partial.ptr}, combine, store, device);
+  reduce<true>(partial_plan(p.n_out, chunks, true), init, ValueLoad<Acc>{partial.ptr}, combine, store, device);
 }
 
 }  // namespace tg::cuda::detail

@@ -1,13 +1,12 @@
 // amax and amin on top of the reduction engine. Every dtype instantiates the engine's kernels and,
-// where it reads raw values, CUB's device-wide reduction, so the instances are spread over four
-// files: reduce_amax.cu and reduce_amin.cu hold the floating dtypes and route each call,
-// reduce_amax_exact.cu and reduce_amin_exact.cu hold bool and the integers.
+// where it reads raw values, CUB's device-wide reduction: reduce_amax.cu and reduce_amin.cu each
+// hold one op's instances.
 #pragma once
 
 #include "ops/core/dispatch_groups.h"
 #include "ops/reduce/cuda/reduce.h"
 #include "ops/reduce/cuda/reduce_access.cuh"
-#include "ops/reduce/cuda/reduce_engine.cuh"
+#include "ops/reduce/cuda/reduce_device_wide.cuh"
 #include "ops/reduce/reduce_functors.h"
 
 namespace tg::cuda::detail {
@@ -24,9 +23,5 @@ void extremum_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out) {
     reduce(plan, acc_t(min_identity<T>()), load, MinCombine{}, store, x.device());
   }
 }
-
-// The instances for bool and the integers (reduce_amax_exact.cu, reduce_amin_exact.cu).
-void amax_reduce_exact(const Tensor& x, const ReducePlan& plan, Tensor& out);
-void amin_reduce_exact(const Tensor& x, const ReducePlan& plan, Tensor& out);
 
 }  // namespace tg::cuda::detail

@@ -1,14 +1,13 @@
-// CUDA launchers for sum and mean on top of the reduction engine: the floating dtypes here, the
-// integers in reduce_sum_integer.cu (so that no one file compiles every dtype's kernels).
+// CUDA launchers for sum and mean on top of the reduction engine, and their instances.
 #include <algorithm>
 #include <cstdint>
 
 #include "ops/core/cuda/aligned_vector.cuh"
+#include "ops/core/dispatch_groups.h"
 #include "ops/reduce/cuda/column_sum.cuh"
 #include "ops/reduce/cuda/reduce.h"
 #include "ops/reduce/cuda/reduce_access.cuh"
-#include "ops/reduce/cuda/reduce_engine.cuh"
-#include "ops/reduce/cuda/reduce_sum_integer.h"
+#include "ops/reduce/cuda/reduce_device_wide.cuh"
 #include "ops/reduce/reduce_functors.h"
 
 namespace tg::cuda {
@@ -38,14 +37,21 @@ bool is_column_sum(const ReducePlan& p) {
          p.n_out >= kSumColumns && p.n_red >= kSumRowGroups;
 }
 
-}  // namespace
+// sum_reduce for int32 and int64 x and out: the reduction engine.
+void sum_reduce_integer(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean) {
+  TG_DISPATCH_INTEGER(out.dtype(), mean ? "mean" : "sum", [&] {
+    const detail::ValueStore<scalar_t> store{out.data_ptr<scalar_t>(), static_cast<scalar_t>(plan.n_red), mean};
+    detail::reduce(plan, scalar_t(0), detail::ValueLoad<scalar_t>{x.data_ptr<scalar_t>()}, SumCombine{}, store,
+                   x.device());
+  });
+}
 
-void sum_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean) {
-  if (!is_floating(out.dtype())) return detail::sum_reduce_integer(x, plan, out, mean);
+// sum_reduce of the floating dtypes; `columns` lets a column sum take its own kernel.
+void sum_reduce_floating(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean, bool columns) {
   TG_DISPATCH_FLOATING(out.dtype(), mean ? "mean" : "sum", [&] {
     using acc_t = acc_type<scalar_t>;  // 16-bit floats sum in float
     const detail::ValueStore<scalar_t> store{out.data_ptr<scalar_t>(), static_cast<acc_t>(plan.n_red), mean};
-    if (is_column_sum(plan)) {
+    if (columns && is_column_sum(plan)) {
       const scalar_t* src = x.data_ptr<scalar_t>();
       // Rows of 16-byte aligned vectors: each thread reads 16 bytes (at most 8 columns) at a time.
       constexpr int kVec = std::min<int>(8, static_cast<int>(16 / sizeof(scalar_t)));
@@ -67,6 +73,18 @@ void sum_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean)
     detail::reduce(plan, acc_t(0), detail::ValueLoad<scalar_t>{x.data_ptr<scalar_t>()}, SumCombine{}, store,
                    x.device());
   });
+}
+
+}  // namespace
+
+void sum_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean) {
+  if (!is_floating(out.dtype())) return sum_reduce_integer(x, plan, out, mean);
+  sum_reduce_floating(x, plan, out, mean, true);
+}
+
+void sum_reduce_engine(const Tensor& x, const ReducePlan& plan, Tensor& out, bool mean) {
+  TG_CHECK(is_floating(out.dtype()), "[sum] sum_reduce_engine takes floating dtypes, got ", dtype_name(out.dtype()));
+  sum_reduce_floating(x, plan, out, mean, false);
 }
 
 }  // namespace tg::cuda

@@ -25,12 +25,12 @@ struct SquaredDeviationLoad {
 void var_reduce(const Tensor& x, const ReducePlan& plan, Tensor& out, int64_t correction) {
   TG_DISPATCH_FLOAT_DOUBLE(x.dtype(), "var", [&] {
     const scalar_t* src = x.data_ptr<scalar_t>();
-    // Two passes (mean, then squared deviations) avoid the cancellation of E[x^2] - E[x]^2.
-    detail::DeviceBuffer<scalar_t> means(plan.n_out, x.device());
-    detail::reduce(plan, scalar_t(0), detail::ValueLoad<scalar_t>{src}, SumCombine{},
-                   detail::ValueStore<scalar_t>{means.ptr, static_cast<scalar_t>(plan.n_red), true}, x.device());
+    // Two passes (mean, then squared deviations) avoid the cancellation of E[x^2] - E[x]^2. The
+    // means are mean's own engine pass (reduce_sum.cu), whose kernels this file need not compile.
+    Tensor means = empty({std::max<int64_t>(1, plan.n_out)}, {.dtype = x.dtype(), .device = x.device()});
+    sum_reduce_engine(x, plan, means, /*mean=*/true);
     const auto divisor = static_cast<scalar_t>(std::max<int64_t>(0, plan.n_red - correction));
-    detail::reduce(plan, scalar_t(0), SquaredDeviationLoad<scalar_t>{src, means.ptr}, SumCombine{},
+    detail::reduce(plan, scalar_t(0), SquaredDeviationLoad<scalar_t>{src, means.data_ptr<scalar_t>()}, SumCombine{},
                    detail::ValueStore<scalar_t>{out.data_ptr<scalar_t>(), divisor, true}, x.device());
   });
 }

@@ -190,6 +190,43 @@ TEST(ElementwiseValues, Clamp) {
   EXPECT_THROW_MSG(clamp(x, std::nullopt, std::nullopt), "at least one of 'min' or 'max' must not be None");
 }
 
+// ---- mixed dtypes ------------------------------------------------------------------------------
+
+// Bit-for-bit equal values of one dtype.
+void expect_same(const Tensor& got, const Tensor& want) {
+  ASSERT_EQ(got.dtype(), want.dtype());
+  ASSERT_EQ(got.sizes(), want.sizes());
+  EXPECT_EQ(vals(got), vals(want));
+}
+
+// Operands of other dtypes than the computation's are converted a chunk at a time on the CPU:
+// lengths across chunk boundaries, strided operands and outputs, and narrowing in-place writes
+// give what explicit casts followed by the typed op give.
+TEST(ElementwiseMixedDtypes, ChunkedConversionsMatchExplicitCasts) {
+  const Tensor ints = arange(1000, {.dtype = kInt32}) - 500;
+  const Tensor floats = testing::random_tensor({2000}, kFloat32, false, -4.0, 4.0).slice(0, 0, std::nullopt, 2);
+  expect_same(add(ints, floats), add(ints.to(kFloat32), floats.contiguous()));
+  expect_same(mul(floats, ints), mul(floats.contiguous(), ints.to(kFloat32)));
+  const Tensor longs = abs(ints.to(kInt64));
+  expect_same(sqrt(longs), sqrt(longs.to(kFloat32)));
+  const Tensor cond = gt(testing::random_tensor({777}), 0.0);
+  const Tensor low = testing::random_tensor({777}, kBFloat16);
+  const Tensor wide = testing::random_tensor({777}, kFloat32);
+  expect_same(where(cond, low, wide), where(cond, low.to(kFloat32), wide));
+  const Tensor halves = testing::random_tensor({515}, kBFloat16);
+  const Tensor factors = testing::random_tensor({515}, kFloat32);
+  Tensor target = halves.clone();
+  target.mul_(factors);
+  expect_same(target, (halves.to(kFloat32) * factors).to(kBFloat16));
+  const Tensor column = arange(300, {.dtype = kInt64}).view({300, 1});
+  const Tensor row = testing::random_tensor({1, 3}, kFloat64, false, 0.0, 300.0);
+  expect_same(lt(column, row), lt(column.to(kFloat64), row));
+  const Tensor strided_out = zeros({600}, {.dtype = kFloat64}).slice(0, 0, std::nullopt, 2);
+  Tensor view = strided_out;
+  view.add_(ints.slice(0, 0, 300));
+  expect_same(strided_out, ints.slice(0, 0, 300).to(kFloat64));
+}
+
 // ---- comparisons and where -------------------------------------------------------------------
 
 TEST(ElementwiseValues, ComparisonsEveryDtype) {
@@ -213,6 +250,24 @@ TEST(ElementwiseValues, ComparisonsEveryDtype) {
   expect_values(make({0.5, 1.5}, kFloat32).gt(make({1}, kInt64)), {0, 1});
   expect_values(eq(make({kNaN}), make({kNaN})), {0});
   expect_values(ne(make({kNaN}), make({kNaN})), {1});
+}
+
+// gt and ge run as lt and le of the swapped operands: NaN, broadcasting, mixed dtypes and a host
+// value on either side give what the comparison itself does.
+TEST(ElementwiseValues, GreaterRunsAsMirroredLess) {
+  const Tensor a = make({1.0, kNaN, 3.0, -0.0}, kFloat64);
+  const Tensor b = make({2.0, 1.0, kNaN, 0.0}, kFloat32);
+  expect_values(gt(a, b), {0, 0, 0, 0});
+  expect_values(ge(a, b), {0, 0, 0, 1});
+  expect_values(gt(b, a), {1, 0, 0, 0});
+  expect_values(ge(b, a), {1, 0, 0, 1});
+  const Tensor column = make({1, 2, 3}, kInt32).view({3, 1});
+  const Tensor row = make({2, 2}, kInt64).view({1, 2});
+  expect_values(gt(column, row), {0, 0, 0, 0, 1, 1});
+  expect_values(ge(row, column), {1, 1, 1, 1, 0, 0});
+  expect_values(a.gt(1.5), {0, 0, 1, 0});
+  expect_values(a.ge(3), {0, 0, 1, 0});
+  expect_values(gt(make({2.0}, kFloat64).view({}), b), {0, 1, 0, 1});
 }
 
 TEST(ElementwiseValues, WherePromotesAndBroadcasts) {
