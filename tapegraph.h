@@ -42,6 +42,7 @@
 #include "ops/norm/softmax.h"
 #include "ops/random/dropout.h"
 #include "ops/random/multinomial.h"
+#include "ops/random/random_fill.h"
 #include "ops/reduce/reduce.h"
 #include "ops/reduce/reduce_composite.h"
 #include "ops/rnn/rnn.h"

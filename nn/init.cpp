@@ -2,7 +2,8 @@
 
 #include <cmath>
 
-#include "ops/factory/factory.h"
+#include "nn/init_skip_draws.h"
+#include "ops/random/random_fill.h"
 #include "tensor/grad_mode.h"
 
 namespace tg::nn::init {
@@ -18,17 +19,24 @@ std::pair<int64_t, int64_t> fan_in_and_fan_out(const Tensor& weight) {
 Tensor& uniform_(Tensor& t, double low, double high) {
   TG_CHECK(low <= high, "[init] uniform_ expects low <= high, got low=", low, " high=", high);
   NoGradGuard no_grad;
-  // Scaled and shifted in place: a model's worth of parameters makes no temporaries beyond the draw.
-  Tensor draw = rand(t.sizes(), {.dtype = t.dtype(), .device = t.device()});
-  t.copy_(draw.mul_(high - low).add_(low));
+  if (skipping_draws()) {
+    skip_random_draws(t.numel(), t.dtype());
+    return t;
+  }
+  // Drawn into t, then scaled and shifted there: the same values as a separate draw scaled, shifted
+  // and copied into t, without the second tensor and the copy.
+  fill_rand_(t).mul_(high - low).add_(low);
   return t;
 }
 
 Tensor& normal_(Tensor& t, double mean, double std) {
   TG_CHECK(std >= 0, "[init] normal_ expects std >= 0, got ", std);
   NoGradGuard no_grad;
-  Tensor draw = randn(t.sizes(), {.dtype = t.dtype(), .device = t.device()});
-  t.copy_(draw.mul_(std).add_(mean));
+  if (skipping_draws()) {
+    skip_random_draws(t.numel(), t.dtype());
+    return t;
+  }
+  fill_randn_(t).mul_(std).add_(mean);
   return t;
 }
 

@@ -5,6 +5,7 @@
 
 #include "autograd/checkpoint.h"
 #include "nn/init.h"
+#include "nn/init_skip_draws.h"
 #include "ops/core/autocast.h"
 #include "ops/attention/attention.h"
 #include "ops/elementwise/unary.h"
@@ -32,12 +33,15 @@ GPTBlock::GPTBlock(const GPTConfig& config, TensorOptions options) : config_(con
   const int64_t d = config.d_model;
   TG_CHECK(config.heads > 0 && d % config.heads == 0, "[GPT] d_model ", d, " is not a multiple of heads ",
            config.heads);
-  ln_1_ = register_module("ln_1", std::make_shared<LayerNorm>(Shape{d}, 1e-5, true, true, options));
-  qkv_ = register_module("qkv", std::make_shared<Linear>(d, 3 * d, true, options));
-  out_ = register_module("out", std::make_shared<Linear>(d, d, true, options));
-  ln_2_ = register_module("ln_2", std::make_shared<LayerNorm>(Shape{d}, 1e-5, true, true, options));
-  fc_ = register_module("fc", std::make_shared<Linear>(d, 4 * d, true, options));
-  proj_ = register_module("proj", std::make_shared<Linear>(4 * d, d, true, options));
+  {
+    init::SkipDrawsGuard skip;  // the Linear layers' default draws: every one is drawn again below
+    ln_1_ = register_module("ln_1", std::make_shared<LayerNorm>(Shape{d}, 1e-5, true, true, options));
+    qkv_ = register_module("qkv", std::make_shared<Linear>(d, 3 * d, true, options));
+    out_ = register_module("out", std::make_shared<Linear>(d, d, true, options));
+    ln_2_ = register_module("ln_2", std::make_shared<LayerNorm>(Shape{d}, 1e-5, true, true, options));
+    fc_ = register_module("fc", std::make_shared<Linear>(d, 4 * d, true, options));
+    proj_ = register_module("proj", std::make_shared<Linear>(4 * d, d, true, options));
+  }
   const double residual_std = kInitStd / std::sqrt(2.0 * static_cast<double>(config.layers));
   init_linear(*qkv_, kInitStd);
   init_linear(*fc_, kInitStd);
@@ -74,12 +78,21 @@ GPT::GPT(GPTConfig config, TensorOptions options) : config_(config) {
   TG_CHECK(config.vocab_size > 0 && config.context > 0 && config.layers >= 0, "[GPT] expected a positive vocab_size ",
            "and context and layers >= 0, got vocab_size ", config.vocab_size, ", context ", config.context,
            ", layers ", config.layers);
-  wte_ = register_module("wte", std::make_shared<Embedding>(config.vocab_size, config.d_model, std::nullopt, options));
-  wpe_ = register_module("wpe", std::make_shared<Embedding>(config.context, config.d_model, std::nullopt, options));
+  // The default draws of wte, wpe and lm_head are skipped (each is drawn again at the end); the
+  // generator still passes them, so the blocks in between draw what they always did.
+  {
+    init::SkipDrawsGuard skip;
+    wte_ = register_module("wte",
+                           std::make_shared<Embedding>(config.vocab_size, config.d_model, std::nullopt, options));
+    wpe_ = register_module("wpe", std::make_shared<Embedding>(config.context, config.d_model, std::nullopt, options));
+  }
   h_ = register_module("h", std::make_shared<ModuleList>());
   for (int64_t i = 0; i < config.layers; ++i) h_->push_back(std::make_shared<GPTBlock>(config, options));
-  ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(Shape{config.d_model}, 1e-5, true, true, options));
-  lm_head_ = register_module("lm_head", std::make_shared<Linear>(config.d_model, config.vocab_size, false, options));
+  {
+    init::SkipDrawsGuard skip;
+    ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(Shape{config.d_model}, 1e-5, true, true, options));
+    lm_head_ = register_module("lm_head", std::make_shared<Linear>(config.d_model, config.vocab_size, false, options));
+  }
   NoGradGuard no_grad;
   init::normal_(wte_->weight(), 0.0, kInitStd);
   init::normal_(wpe_->weight(), 0.0, kInitStd);

@@ -6,25 +6,11 @@
 #include "ops/core/dispatch.h"
 #include "ops/factory/factory.h"
 #include "ops/factory/factory_internal.h"
-#include "ops/random/philox.h"
 #include "ops/random/random.h"
-#include "ops/random/random_dist.h"
-
-#ifdef TG_WITH_CUDA
-#include "ops/random/cuda/random.h"
-#endif
+#include "ops/random/random_draw.h"
 
 namespace tg {
 namespace {
-
-// Which distribution a RandomOp draws.
-enum class RandomKind : uint8_t { Uniform, Normal, Randint };
-
-// Elements per Philox block for a distribution and dtype (see ops/random/random_dist.h).
-int64_t elements_per_block(RandomKind kind, DType dtype) {
-  if (kind == RandomKind::Randint) return RandintBlock<int64_t>::kPerBlock;
-  return dtype == kFloat64 ? UniformBlock<double>::kPerBlock : UniformBlock<float>::kPerBlock;
-}
 
 // Integers every value of which the dtype holds exactly (randint bounds must lie within).
 void exact_int_range(DType dtype, int64_t& lo, int64_t& hi) {
@@ -39,29 +25,13 @@ void exact_int_range(DType dtype, int64_t& lo, int64_t& hi) {
   }
 }
 
-// Runs `block` over every Philox block of a contiguous output on the host.
-template <typename T, typename Block>
-void philox_fill_cpu(T* out, int64_t n, PhiloxState state, Block block) {
-  constexpr int64_t per = Block::kPerBlock;
-  const int64_t blocks = (n + per - 1) / per;
-  for (int64_t b = 0; b < blocks; ++b) {
-    const PhiloxCounter r = philox_block(state.seed, state.offset + static_cast<uint64_t>(b));
-    const uint32_t w[4] = {r[0], r[1], r[2], r[3]};
-    T v[4];
-    block(w, v);
-    const int64_t base = b * per;
-    for (int64_t j = 0; j < per && base + j < n; ++j) out[base + j] = v[j];
-  }
-}
-
 // rand / randn / randint: a fresh contiguous tensor of draws from (seed, offset).
 class RandomOp final : public Op {
  public:
   RandomOp(RandomKind kind, Shape sizes, DType dtype, Device device, int64_t low = 0, int64_t high = 0)
       : kind_(kind), sizes_(std::move(sizes)), dtype_(dtype), device_(device), low_(low), high_(high) {
     validate();
-    const auto per = static_cast<uint64_t>(elements_per_block(kind_, dtype_));
-    state_ = Generator::global().reserve((static_cast<uint64_t>(shape_numel(sizes_)) + per - 1) / per);
+    state_ = Generator::global().reserve(random_blocks(kind_, dtype_, shape_numel(sizes_)));
   }
 
   const OpSchema& schema() const override {
@@ -82,29 +52,8 @@ class RandomOp final : public Op {
   }
 
   void eval(const TensorList&, TensorList& outputs) const override {
-    const Tensor& out = outputs[0];
-    const int64_t n = out.numel();
     const uint64_t range = static_cast<uint64_t>(high_) - static_cast<uint64_t>(low_);
-#ifdef TG_WITH_CUDA
-    if (out.is_cuda()) {
-      switch (kind_) {
-        case RandomKind::Uniform: philox_uniform_cuda(out.raw_data(), dtype_, n, state_); return;
-        case RandomKind::Normal: philox_normal_cuda(out.raw_data(), dtype_, n, state_); return;
-        case RandomKind::Randint: philox_randint_cuda(out.raw_data(), dtype_, n, low_, range, state_); return;
-      }
-    }
-#endif
-    TG_CHECK(out.is_cpu(), "[", name(), "] unsupported device ", out.device().str());
-    if (kind_ == RandomKind::Randint) {
-      TG_DISPATCH_ALL(dtype_, "randint", [&] {
-        philox_fill_cpu(out.data_ptr<scalar_t>(), n, state_, RandintBlock<scalar_t>{low_, range});
-      });
-      return;
-    }
-    TG_DISPATCH_FLOATING(dtype_, name(), [&] {
-      if (kind_ == RandomKind::Uniform) philox_fill_cpu(out.data_ptr<scalar_t>(), n, state_, UniformBlock<scalar_t>{});
-      else philox_fill_cpu(out.data_ptr<scalar_t>(), n, state_, NormalBlock<scalar_t>{});
-    });
+    draw_random(outputs[0], kind_, state_, name(), low_, range);
   }
 
   std::shared_ptr<const Op> redraw() const override {

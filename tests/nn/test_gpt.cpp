@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
 
+#include "ops/random/random.h"
 #include "support/test_support.h"
 #include "tapegraph.h"
 
@@ -42,6 +46,54 @@ TEST(GPT, StartsWithGpt2Initialization) {
     const bool residual = name.ends_with("out.weight") || name.ends_with("proj.weight");
     EXPECT_NEAR(std, residual ? 0.005 : 0.02, residual ? 5e-4 : 1e-3) << name;
   }
+}
+
+TEST(GPT, SkippedDefaultDrawsLeaveEveryParameterAsBefore) {
+  // GPT skips the default draws of the layers it draws again. Reference: the same layers built in
+  // the same order with every default draw made, then drawn over as GPT does.
+  const nn::GPTConfig c{.vocab_size = 37, .context = 9, .d_model = 16, .heads = 2, .layers = 3};
+  manual_seed(12);
+  nn::GPT model(c);
+  const uint64_t offset = Generator::global().offset();
+  const int64_t d = c.d_model;
+  const double std = 0.02, residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.layers));
+  auto draw_over = [](nn::Linear& l, double s) {
+    nn::init::normal_(l.weight(), 0.0, s);
+    if (l.bias().defined()) nn::init::zeros_(l.bias());
+  };
+  manual_seed(12);
+  std::map<std::string, Tensor> expected;
+  nn::Embedding wte(c.vocab_size, d, std::nullopt), wpe(c.context, d, std::nullopt);
+  for (int64_t i = 0; i < c.layers; ++i) {
+    nn::Linear qkv(d, 3 * d), out(d, d), fc(d, 4 * d), proj(4 * d, d);
+    draw_over(qkv, std);
+    draw_over(fc, std);
+    draw_over(out, residual_std);
+    draw_over(proj, residual_std);
+    const std::string h = "h." + std::to_string(i) + ".";
+    for (auto [name, l] : {std::pair{"qkv", &qkv}, {"out", &out}, {"fc", &fc}, {"proj", &proj}}) {
+      expected[h + name + ".weight"] = l->weight();
+      expected[h + name + ".bias"] = l->bias();
+    }
+  }
+  nn::Linear lm_head(d, c.vocab_size, false);
+  nn::init::normal_(wte.weight(), 0.0, std);
+  nn::init::normal_(wpe.weight(), 0.0, std);
+  draw_over(lm_head, std);
+  expected["wte.weight"] = wte.weight();
+  expected["wpe.weight"] = wpe.weight();
+  expected["lm_head.weight"] = lm_head.weight();
+  EXPECT_EQ(Generator::global().offset(), offset);
+  size_t compared = 0;
+  for (const auto& [name, p] : model.named_parameters()) {
+    const auto it = expected.find(name);
+    if (it == expected.end()) continue;
+    ++compared;
+    const Tensor x = p.contiguous(), y = it->second.contiguous();
+    ASSERT_EQ(x.sizes(), y.sizes()) << name;
+    EXPECT_EQ(std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel()) * sizeof(float)), 0) << name;
+  }
+  EXPECT_EQ(compared, expected.size());
 }
 
 TEST(GPT, AdamWLearnsAFixedBatch) {

@@ -1,11 +1,13 @@
 // Modules: registration and dotted names, Linear shapes and init, Sequential, modes, devices.
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "nn/nn.h"
 #include "optim/optim.h"
+#include "ops/random/random.h"
 #include "support/test_support.h"
 
 namespace tg {
@@ -193,6 +195,59 @@ TEST(Init, FansAndBounds) {
   EXPECT_EQ(w.abs().amax().item<float>(), 0.0f);
   nn::init::normal_(w, 5.0, 0.0);
   expect_close(w, full({30, 50}, 5.0));
+}
+
+// True when a and b have the same sizes, dtype and bytes.
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return false;
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel()) * dtype_size(x.dtype())) == 0;
+}
+
+TEST(Init, DrawsInPlaceTheValuesOfADrawScaledAndCopiedIn) {
+  // normal_ and uniform_ write into the tensor itself; the values are those of the draw, scaled and
+  // shifted, then copied in (what they computed before), on contiguous and strided targets.
+  for (DType dtype : {kFloat32, kFloat64, kFloat16}) {
+    for (bool strided : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << (strided ? " strided" : " contiguous"));
+      const Shape sizes{300, 457};  // above the threaded fills' threshold, and odd
+      manual_seed(21);
+      Tensor expected_normal = randn(sizes, {.dtype = dtype}).mul_(0.02).add_(0.5);
+      Tensor expected_uniform = rand(sizes, {.dtype = dtype}).mul_(0.75 - -0.25).add_(-0.25);
+      const uint64_t offset = Generator::global().offset();
+      manual_seed(21);
+      Tensor t = strided ? empty({457, 300}, {.dtype = dtype}).t() : empty(sizes, {.dtype = dtype});
+      Tensor u = strided ? empty({457, 300}, {.dtype = dtype}).t() : empty(sizes, {.dtype = dtype});
+      nn::init::normal_(t, 0.5, 0.02);
+      nn::init::uniform_(u, -0.25, 0.75);
+      EXPECT_TRUE(same_bits(t, expected_normal));
+      EXPECT_TRUE(same_bits(u, expected_uniform));
+      EXPECT_EQ(Generator::global().offset(), offset);
+    }
+  }
+}
+
+TEST(Init, SkipDrawsGuardOnlyAdvancesTheGenerator) {
+  manual_seed(6);
+  Tensor a = zeros({10, 30});
+  nn::init::kaiming_uniform_(a);
+  nn::init::normal_(a);
+  const Tensor next = rand({5});
+  manual_seed(6);
+  Tensor b = zeros({10, 30});
+  {
+    nn::init::SkipDrawsGuard skip;
+    EXPECT_TRUE(nn::init::skipping_draws());
+    {
+      nn::init::SkipDrawsGuard nested;
+      nn::init::kaiming_uniform_(b);
+    }
+    EXPECT_TRUE(nn::init::skipping_draws());  // the outer guard still holds
+    nn::init::normal_(b);
+  }
+  EXPECT_FALSE(nn::init::skipping_draws());
+  EXPECT_EQ(b.abs().amax().item<float>(), 0.0f);  // left as it was
+  EXPECT_TRUE(same_bits(rand({5}), next));         // the same draws follow
 }
 
 TEST(Activation, ModulesMatchFunctions) {
