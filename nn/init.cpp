@@ -2,11 +2,18 @@
 
 #include <cmath>
 
-#include "nn/init_skip_draws.h"
 #include "ops/random/random_fill.h"
 #include "tensor/grad_mode.h"
 
 namespace tg::nn::init {
+namespace {
+thread_local bool t_skip_draws = false;
+}  // namespace
+
+SkipDrawsGuard::SkipDrawsGuard() : previous_(t_skip_draws) { t_skip_draws = true; }
+SkipDrawsGuard::~SkipDrawsGuard() { t_skip_draws = previous_; }
+
+bool skipping_draws() { return t_skip_draws; }
 
 std::pair<int64_t, int64_t> fan_in_and_fan_out(const Tensor& weight) {
   TG_CHECK(weight.dim() >= 2, "[init] fan in and fan out need a tensor with at least 2 dims, got shape ",

@@ -20,4 +20,23 @@ Tensor& kaiming_uniform_(Tensor& t, double a = 0.0);
 // Glorot init: U(-b, b) with b = gain * sqrt(6 / (fan_in + fan_out)).
 Tensor& xavier_uniform_(Tensor& t, double gain = 1.0);
 
+// While alive, uniform_, normal_ and the initializers built on them, called on this thread, only
+// advance the generator past their draws and leave the tensor as it was (uninitialized memory stays
+// so: the owner must initialize it again). For a module that builds submodules and then initializes
+// their parameters again itself (GPT does): their default draws cost no time, and every later draw
+// keeps its value. Guards nest.
+class SkipDrawsGuard {
+ public:
+  SkipDrawsGuard();
+  ~SkipDrawsGuard();
+  SkipDrawsGuard(const SkipDrawsGuard&) = delete;
+  SkipDrawsGuard& operator=(const SkipDrawsGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// True inside a SkipDrawsGuard on this thread.
+bool skipping_draws();
+
 }  // namespace tg::nn::init

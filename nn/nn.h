@@ -7,7 +7,6 @@
 #include "nn/conv.h"
 #include "nn/embedding.h"
 #include "nn/init.h"
-#include "nn/init_skip_draws.h"
 #include "nn/linear.h"
 #include "nn/module.h"
 #include "nn/norm.h"

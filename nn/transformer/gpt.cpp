@@ -5,7 +5,6 @@
 
 #include "autograd/checkpoint.h"
 #include "nn/init.h"
-#include "nn/init_skip_draws.h"
 #include "ops/core/autocast.h"
 #include "ops/attention/attention.h"
 #include "ops/elementwise/unary.h"
