@@ -108,17 +108,14 @@ void relu_mask(const Tensor& y, const Tensor& mask, int64_t rows, int64_t cols, 
 
 namespace {
 
-// Rows a thread reads ahead in the vector path (sum_block_column_batches).
-constexpr int kActivationRowBatch = 2;
-
 // h = grad(g, a) elementwise (a: the activation's saved input or output) and the column sums of h as
 // rounded to T. VEC > 1: rows of 16-byte aligned vectors, VEC adjacent columns per thread (the same
 // rows per column, in the same order, as VEC = 1: the same sums).
 template <typename T, int VEC, typename Grad>
-__global__ void __launch_bounds__(kSumColumns* kSumRowGroups)
-    activation_backward_bias_grad_kernel(const T* __restrict__ g, const T* __restrict__ a, T* __restrict__ h,
-                                         int64_t rows, int64_t cols, int64_t chunk_rows, detail::ValueStore<T> db,
-                                         acc_type<T>* partial) {
+__global__ void activation_backward_bias_grad_kernel(const T* __restrict__ g, const T* __restrict__ a,
+                                                     T* __restrict__ h, int64_t rows, int64_t cols,
+                                                     int64_t chunk_rows, detail::ValueStore<T> db,
+                                                     acc_type<T>* partial) {
   using Acc = acc_type<T>;  // 16-bit gradients sum in float
   const Grad grad;
   if constexpr (VEC == 1) {
@@ -132,20 +129,14 @@ __global__ void __launch_bounds__(kSumColumns* kSumRowGroups)
         db, partial);
   } else {
     using Vec = AlignedVector<T, VEC>;
-    struct Operands {
-      Vec g, a;
-    };
-    sum_block_column_batches<Acc, VEC, kActivationRowBatch, Operands>(
+    sum_block_column_packs<Acc, VEC>(
         rows, cols, chunk_rows,
-        [&](int64_t at, Operands& in) {
-          in.g = *reinterpret_cast<const Vec*>(g + at);
-          in.a = *reinterpret_cast<const Vec*>(a + at);
-        },
-        [&](int64_t at, const Operands& in, Acc(&sums)[VEC]) {
+        [&](int64_t at, Acc(&sums)[VEC]) {
+          const Vec gv = *reinterpret_cast<const Vec*>(g + at), av = *reinterpret_cast<const Vec*>(a + at);
           Vec hv;
 #pragma unroll
           for (int k = 0; k < VEC; ++k) {
-            hv.v[k] = grad(in.g.v[k], in.a.v[k]);
+            hv.v[k] = grad(gv.v[k], av.v[k]);
             sums[k] = static_cast<Acc>(hv.v[k]);
           }
           *reinterpret_cast<Vec*>(h + at) = hv;

@@ -69,31 +69,13 @@ __device__ void sum_block_columns(int64_t rows, int64_t cols, int64_t chunk_rows
   }
 }
 
-// The end of a block's share of a column sum whose threads each took VEC adjacent columns: the
-// per-thread sums `sum` added over the block's row groups in order, each of the block's 32 * VEC
-// columns finished by one thread, into partial (or store when partial is null).
-template <typename Acc, int VEC, typename Store>
-__device__ void finish_block_column_packs(const Acc (&sum)[VEC], int64_t cols, Store store, Acc* partial) {
-  __shared__ Acc sums[kSumRowGroups][kSumColumns * VEC];
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) sums[threadIdx.y][threadIdx.x * VEC + k] = sum[k];
-  __syncthreads();
-  const int t = threadIdx.y * kSumColumns + threadIdx.x;
-  if (t >= kSumColumns * VEC) return;
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * kSumColumns * VEC + t;
-  if (j >= cols) return;
-  Acc total = 0;
-  for (int r = 0; r < kSumRowGroups; ++r) total += sums[r][t];
-  if (partial) partial[blockIdx.y * cols + j] = total;
-  else store(j, total);
-}
-
 // sum_block_columns for threads that each take VEC adjacent columns at a time (cols % VEC == 0): a
 // block takes 32 * VEC columns, and `pack(at, v)` fills v[0..VEC) with the Acc values at flat
 // indices at..at+VEC-1 (at = i * cols + j, j a multiple of VEC; it may write side outputs there).
 template <typename Acc, int VEC, typename Pack, typename Store>
 __device__ void sum_block_column_packs(int64_t rows, int64_t cols, int64_t chunk_rows, Pack pack, Store store,
                                        Acc* partial) {
+  __shared__ Acc sums[kSumRowGroups][kSumColumns * VEC];
   const int64_t j0 = (static_cast<int64_t>(blockIdx.x) * kSumColumns + threadIdx.x) * VEC;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * chunk_rows;
   const int64_t r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
@@ -107,41 +89,18 @@ __device__ void sum_block_column_packs(int64_t rows, int64_t cols, int64_t chunk
       for (int k = 0; k < VEC; ++k) sum[k] += v[k];
     }
   }
-  finish_block_column_packs<Acc, VEC>(sum, cols, store, partial);
-}
-
-// sum_block_column_packs for a step that writes besides reading (a fused activation backward): a
-// thread's rows go BATCH at a time, `load(at, in)` reading each row's packs into an In before
-// `apply(at, in, v)` computes (and writes) any of them, so that the reads of a batch are in flight
-// together (the compiler cannot move a read past a write that might alias it). The same rows, in the
-// same order, as sum_block_column_packs: the same sums.
-template <typename Acc, int VEC, int BATCH, typename In, typename Load, typename Apply, typename Store>
-__device__ void sum_block_column_batches(int64_t rows, int64_t cols, int64_t chunk_rows, Load load, Apply apply,
-                                         Store store, Acc* partial) {
-  const int64_t j0 = (static_cast<int64_t>(blockIdx.x) * kSumColumns + threadIdx.x) * VEC;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * chunk_rows;
-  const int64_t r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
-  Acc sum[VEC] = {};
-  if (j0 < cols) {
-    for (int64_t i0 = r0 + threadIdx.y; i0 < r1; i0 += int64_t{kSumRowGroups} * BATCH) {
-      In in[BATCH];
 #pragma unroll
-      for (int b = 0; b < BATCH; ++b) {
-        const int64_t i = i0 + int64_t{b} * kSumRowGroups;
-        if (i < r1) load(i * cols + j0, in[b]);
-      }
-#pragma unroll
-      for (int b = 0; b < BATCH; ++b) {
-        const int64_t i = i0 + int64_t{b} * kSumRowGroups;
-        if (i >= r1) break;
-        Acc v[VEC];
-        apply(i * cols + j0, in[b], v);
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) sum[k] += v[k];
-      }
-    }
-  }
-  finish_block_column_packs<Acc, VEC>(sum, cols, store, partial);
+  for (int k = 0; k < VEC; ++k) sums[threadIdx.y][threadIdx.x * VEC + k] = sum[k];
+  __syncthreads();
+  // Each of the block's 32 * VEC columns is finished by one thread, rows added in order.
+  const int t = threadIdx.y * kSumColumns + threadIdx.x;
+  if (t >= kSumColumns * VEC) return;
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * kSumColumns * VEC + t;
+  if (j >= cols) return;
+  Acc total = 0;
+  for (int r = 0; r < kSumRowGroups; ++r) total += sums[r][t];
+  if (partial) partial[blockIdx.y * cols + j] = total;
+  else store(j, total);
 }
 
 // sum_block_column_packs over a contiguous T matrix read in aligned VEC-element vectors (x 16-byte
